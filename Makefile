@@ -1,0 +1,46 @@
+# GPU-hour budget governance — the commands a newcomer needs.
+# `make run` and `make test` work on a fresh clone with nothing done by hand first.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: install run test lint format bench demo clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	@mkdir -p var
+	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-true} $(PY) manage.py load_demo
+	DEBUG=$${DEBUG:-true} $(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+test: install
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	REQUIRE_SERVICES=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: install
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	$(PY) -m pytest tests/bench -p no:cacheprovider -o addopts="" -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) var/db.sqlite3 var/staticfiles

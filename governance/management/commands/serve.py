@@ -1,0 +1,87 @@
+"""``manage.py serve``: the whole product in one process tree for the quick start.
+
+Serves the web application and keeps the periodic loop (Celery beat's schedule) running:
+- without a broker (``CELERY_BROKER_URL`` unset) a background thread runs each scheduled task
+  in-process at its interval, so nothing else needs to be started;
+- with a broker it starts a real Celery worker with an embedded beat as a child process.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+logger = logging.getLogger(__name__)
+
+
+def _interval_seconds(schedule) -> float:
+    if isinstance(schedule, (int, float)):
+        return float(schedule)
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    run_every = getattr(schedule, "run_every", None)
+    if isinstance(run_every, timedelta):
+        return run_every.total_seconds()
+    return 60.0
+
+
+def run_schedule_in_process(stop: threading.Event) -> None:
+    """Run every entry of ``CELERY_BEAT_SCHEDULE`` in this process at its interval."""
+    entries = [
+        (name, entry["task"], _interval_seconds(entry["schedule"]))
+        for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+    ]
+    next_due = dict.fromkeys((name for name, _, _ in entries), 0.0)
+    while not stop.is_set():
+        now = time.monotonic()
+        for name, task_name, interval in entries:
+            if now < next_due[name]:
+                continue
+            next_due[name] = now + interval
+            try:
+                current_app.tasks[task_name].apply()
+            except Exception:  # a failing task must not stop the loop; it is logged
+                logger.exception("scheduled task %s failed", task_name)
+        stop.wait(0.5)
+
+
+class Command(BaseCommand):
+    """Serve the product and run the scheduling loop beside it."""
+
+    help = "Serve the web application with the periodic loop running (quick start)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host: str, port: int, **options):
+        stop = threading.Event()
+        worker = None
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            self.stdout.write("Periodic loop: in-process (no CELERY_BROKER_URL set).")
+            threading.Thread(
+                target=run_schedule_in_process, args=(stop,), daemon=True, name="loop"
+            ).start()
+        else:
+            self.stdout.write(f"Periodic loop: Celery worker with beat on {settings.CELERY_BROKER_URL}.")
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "governance", "worker", "--beat",
+                 "--loglevel=INFO", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+                 "--schedule", str(settings.BASE_DIR / "var" / "celerybeat-schedule")]
+            )  # fmt: skip
+        try:
+            call_command("runserver", f"{host}:{port}", use_reloader=False)
+        finally:
+            stop.set()
+            if worker is not None:
+                worker.terminate()
+                worker.wait(timeout=20)

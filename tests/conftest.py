@@ -1,0 +1,101 @@
+"""Suite-wide fixtures: real services, a real Celery worker, personas."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.services import ensure_running, required_services
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fail the whole run, naming the service, when PostgreSQL or Redis cannot be had."""
+    from django.conf import settings
+
+    db_url = os.environ.get("DATABASE_URL", "")
+    broker_url = settings.CELERY_BROKER_URL
+    if os.environ.get("REQUIRE_SERVICES", "") == "1":
+        if not db_url.startswith("postgres"):
+            pytest.exit("make test needs DATABASE_URL pointing at PostgreSQL", returncode=3)
+        if not broker_url.startswith("redis"):
+            pytest.exit("make test needs CELERY_BROKER_URL pointing at Redis", returncode=3)
+    for service in required_services(db_url, broker_url):
+        error = ensure_running(service)
+        if error:
+            pytest.exit(error, returncode=3)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the real Redis broker, using the test database.
+
+    The worker runs in its own process, so tests that use it must commit their data
+    (``@pytest.mark.django_db(transaction=True)``). Each test session gets its own queue so
+    two sessions on one machine never take each other's tasks.
+    """
+    from django.conf import settings
+    from django.db import connection
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        pytest.fail("the Celery worker fixture needs CELERY_BROKER_URL (real Redis)")
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+    test_db_name = connection.settings_dict["NAME"]
+    base_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{base_url}/{test_db_name}",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "DEBUG": "true",
+    }
+    log_path = ROOT / "var" / f"celery-worker-{queue}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    log = open(log_path, "w")  # noqa: SIM115 - closed in teardown
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "governance", "worker",
+            "--pool=solo", "--concurrency=1", "--loglevel=INFO", "-Q", queue,
+            "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle",
+        ],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    from governance.celery import app
+
+    deadline = time.monotonic() + 60
+    ready = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=1)
+        if replies:
+            ready = True
+            break
+    if not ready:
+        proc.kill()
+        pytest.fail(f"Celery worker did not start; see {log_path}:\n{log_path.read_text()[-2000:]}")
+    original_queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    app.conf.task_default_queue = queue
+    yield proc
+    app.conf.task_default_queue = original_queue
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.2):
+    """Poll ``predicate`` until it returns a truthy value (work done by another process)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
