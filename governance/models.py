@@ -1,0 +1,377 @@
+"""The budget tree (organization → program → project), clusters, roles, allocations, approvals.
+
+Shares are effective-dated, append-only ``Allocation`` rows: a change never edits an earlier
+row, it adds a newer one. Writes go through ``governance.services``; reads that decide what a
+user may see go through ``governance.selectors.visibility``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from governance.choices import (
+    ORGANIZATION_ROLES,
+    PROGRAM_ROLES,
+    PROJECT_ROLES,
+    ApprovalState,
+    DecisionAction,
+    Role,
+)
+
+PERCENT_VALIDATORS = [MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))]
+
+
+class Organization(models.Model):
+    """The root of a budget tree: it holds 100 % of each of its clusters."""
+
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=60, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Program(models.Model):
+    """A group of projects under an organization; a program manager splits it among them."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="programs"
+    )
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60)
+
+    class Meta:
+        ordering = ["organization_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "slug"], name="program_slug_unique_in_org"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    """A leaf of the budget tree: it owns workloads and is charged for their GPU time."""
+
+    program = models.ForeignKey(Program, on_delete=models.PROTECT, related_name="projects")
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60)
+    cost_centre = models.CharField(
+        max_length=60, blank=True, help_text="Finance's code for charging."
+    )
+
+    class Meta:
+        ordering = ["program_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["program", "slug"], name="project_slug_unique_in_program"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Cluster(models.Model):
+    """A pool of nodes of one GPU type; budgets (shares) are per cluster."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="clusters"
+    )
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60)
+    gpu_type = models.CharField(max_length=40, help_text="For example h100.")
+    nodes = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    gpus_per_node = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+
+    class Meta:
+        ordering = ["organization_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "slug"], name="cluster_slug_unique_in_org"
+            ),
+            models.CheckConstraint(condition=Q(nodes__gte=1), name="cluster_has_nodes"),
+            models.CheckConstraint(
+                condition=Q(gpus_per_node__gte=1), name="cluster_nodes_have_gpus"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.gpu_type})"
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs in the cluster when every node is healthy."""
+        return self.nodes * self.gpus_per_node
+
+
+class RoleAssignment(models.Model):
+    """A user's role on one node of the tree; it applies to the node's whole subtree.
+
+    Org admin and finance are held on an organization, program manager on a program, PI and
+    researcher on a project. Exactly one of the three scope columns is set, matching the role.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="roles"
+    )
+    role = models.CharField(max_length=20, choices=Role.choices)
+    organization = models.ForeignKey(
+        Organization,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="role_assignments",
+    )
+    program = models.ForeignKey(
+        Program, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments"
+    )
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="role_assignments"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user_id", "role"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(role__in=Role.values), name="role_assignment_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(
+                        role__in=ORGANIZATION_ROLES,
+                        organization__isnull=False,
+                        program__isnull=True,
+                        project__isnull=True,
+                    )
+                    | Q(
+                        role__in=PROGRAM_ROLES,
+                        organization__isnull=True,
+                        program__isnull=False,
+                        project__isnull=True,
+                    )
+                    | Q(
+                        role__in=PROJECT_ROLES,
+                        organization__isnull=True,
+                        program__isnull=True,
+                        project__isnull=False,
+                    )
+                ),
+                name="role_assignment_scope_matches_role",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "role", "organization", "program", "project"],
+                nulls_distinct=False,
+                name="role_assignment_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.get_role_display()} of {self.scope}"
+
+    @property
+    def scope(self) -> Organization | Program | Project:
+        """The node of the tree this role is held on."""
+        return self.organization or self.program or self.project
+
+
+class Allocation(models.Model):
+    """One effective-dated share of a program (of its organization) or a project (of its program).
+
+    Append-only: a change adds a row, it never edits one. The share of a node on a cluster at
+    instant t is the newest row (latest ``valid_from``, then latest id) whose window
+    ``[valid_from, valid_to)`` contains t; with no such row the node holds 0 %. A row with a
+    ``valid_to`` is a temporary grant: once it ends the older open row applies again.
+    Siblings' shares on one cluster sum to at most 100 % at every instant; the services check
+    this while holding a row lock on the parent, so concurrent writers are serialized.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="allocations")
+    program = models.ForeignKey(
+        Program, null=True, blank=True, on_delete=models.PROTECT, related_name="allocations"
+    )
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.PROTECT, related_name="allocations"
+    )
+    percent = models.DecimalField(max_digits=5, decimal_places=2, validators=PERCENT_VALIDATORS)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    approval_request = models.ForeignKey(
+        "ApprovalRequest",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="allocations",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster_id", "valid_from", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(program__isnull=False, project__isnull=True)
+                | Q(program__isnull=True, project__isnull=False),
+                name="allocation_names_one_node",
+            ),
+            models.CheckConstraint(
+                condition=Q(percent__gte=0, percent__lte=100), name="allocation_percent_0_100"
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gt=models.F("valid_from")),
+                name="allocation_valid_to_after_from",
+            ),
+        ]
+        indexes = [
+            # Share of one node on one cluster at an instant (the tree page, the engine's input).
+            models.Index(
+                fields=["cluster", "program", "valid_from"], name="allocation_program_asof"
+            ),
+            models.Index(
+                fields=["cluster", "project", "valid_from"], name="allocation_project_asof"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.node} {self.percent}% on {self.cluster} from {self.valid_from:%Y-%m-%d %H:%M}"
+        )
+
+    @property
+    def node(self) -> Program | Project:
+        """The program or project this share belongs to."""
+        return self.program or self.project
+
+
+class ApprovalRequest(models.Model):
+    """A requested change of shares among the children of one node on one cluster.
+
+    The children are the programs of ``organization`` (when ``program`` is empty) or the
+    projects of ``program``. A manager of that parent node decides it; every step is kept in
+    ``ApprovalDecision`` rows. Approved requests apply at ``effective_from``.
+    """
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="approval_requests"
+    )
+    program = models.ForeignKey(
+        Program, null=True, blank=True, on_delete=models.PROTECT, related_name="approval_requests"
+    )
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="approval_requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approval_requests"
+    )
+    reason = models.TextField()
+    effective_from = models.DateTimeField()
+    effective_to = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(
+        max_length=20, choices=ApprovalState.choices, default=ApprovalState.DRAFT
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=ApprovalState.values), name="approval_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(effective_to__isnull=True)
+                | Q(effective_to__gt=models.F("effective_from")),
+                name="approval_effective_to_after_from",
+            ),
+        ]
+        indexes = [
+            # The inbox: open requests under one parent node.
+            models.Index(fields=["organization", "program", "state"], name="approval_inbox"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Request #{self.pk} ({self.get_state_display()})"
+
+    @property
+    def parent(self) -> Organization | Program:
+        """The node whose children's shares this request changes."""
+        return self.program or self.organization
+
+
+class ApprovalLine(models.Model):
+    """One requested change in an approval request: a child node's new percent."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="lines")
+    program = models.ForeignKey(
+        Program, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    percent = models.DecimalField(max_digits=5, decimal_places=2, validators=PERCENT_VALIDATORS)
+    previous_percent = models.DecimalField(
+        max_digits=5, decimal_places=2, help_text="The node's share when the request was made."
+    )
+
+    class Meta:
+        ordering = ["request_id", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(program__isnull=False, project__isnull=True)
+                | Q(program__isnull=True, project__isnull=False),
+                name="approval_line_names_one_node",
+            ),
+            models.CheckConstraint(
+                condition=Q(percent__gte=0, percent__lte=100), name="approval_line_percent_0_100"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.previous_percent}% → {self.percent}%"
+
+    @property
+    def node(self) -> Program | Project:
+        """The program or project whose share this line changes."""
+        return self.program or self.project
+
+
+class ApprovalDecision(models.Model):
+    """One step in an approval request's history: who did what, when, with which comment."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="decisions")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Empty when the system acted (applying an approved change at its date).",
+    )
+    action = models.CharField(max_length=20, choices=DecisionAction.choices)
+    from_state = models.CharField(max_length=20, choices=ApprovalState.choices, blank=True)
+    to_state = models.CharField(max_length=20, choices=ApprovalState.choices)
+    comment = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request_id", "at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=DecisionAction.values), name="decision_action_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.get_action_display()} by {self.actor or 'system'} at {self.at:%Y-%m-%d %H:%M}"
+        )
