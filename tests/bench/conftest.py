@@ -1,0 +1,38 @@
+"""Benchmark reporting: after pytest-benchmark's table, one line per benchmark with its
+median, the target it is judged against, and the ratio median ÷ target (≤ 1.00 meets it).
+
+A benchmark declares its target with ``benchmark.extra_info["target_seconds"] = …``; other
+figures it records in ``extra_info`` (jobs per second, sizes) are printed beside it. Nothing
+here asserts on time: benchmarks measure, tests judge behaviour.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _format_extra(extra: dict) -> str:
+    shown = {k: v for k, v in extra.items() if k != "target_seconds"}
+    parts = []
+    for key, value in sorted(shown.items()):
+        parts.append(f"{key}={value:,.1f}" if isinstance(value, float) else f"{key}={value}")
+    return "  ".join(parts)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Print median, target and ratio for every benchmark that ran."""
+    session = getattr(config, "_benchmarksession", None)
+    benchmarks = [b for b in (session.benchmarks if session else []) if b]
+    if not benchmarks:
+        return
+    terminalreporter.section("benchmark medians against targets")
+    for bench in benchmarks:
+        median = bench.stats.median
+        target = bench.extra_info.get("target_seconds")
+        ratio = f"{median / target:5.2f}" if target else "  n/a"
+        target_text = f"{target * 1000:10.1f} ms" if target else "        —   "
+        terminalreporter.write_line(
+            f"{bench.name:<55} median {median * 1000:10.1f} ms  target {target_text}  "
+            f"ratio {ratio}  {_format_extra(bench.extra_info)}"
+        )
