@@ -1,0 +1,1 @@
+"""Writes of the budget domain: allocations (splits) and the approval state machine."""
