@@ -2,3 +2,33 @@
 
 State and policy in, orders and reasons out. Both the live loop and the simulator call it.
 """
+
+from scheduler.engine.model import (
+    BudgetNode,
+    CycleResult,
+    Node,
+    NodeState,
+    PolicyParams,
+    Preemption,
+    RunningWorkload,
+    Start,
+    Workload,
+)
+from scheduler.engine.policies import POLICIES, Policy, make_policy
+from scheduler.engine.state import Scheduler
+
+__all__ = [
+    "POLICIES",
+    "BudgetNode",
+    "CycleResult",
+    "Node",
+    "NodeState",
+    "Policy",
+    "PolicyParams",
+    "Preemption",
+    "RunningWorkload",
+    "Scheduler",
+    "Start",
+    "Workload",
+    "make_policy",
+]

@@ -1,0 +1,151 @@
+"""Inputs and outputs of the scheduling engine: plain dataclasses, no behaviour beyond helpers.
+
+Times are seconds as floats (epoch seconds in the live loop, trace seconds in the simulator).
+GPU counts are ints. Shares are percents of the parent (0-100). See ``docs/engine-api.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+
+class NodeState(str, Enum):
+    """Health of a node as the operator or the node agent reports it.
+
+    ``draining`` takes nothing new and evicts each workload once it passes its minimum runtime;
+    the engine turns it into ``drained`` when the node is empty. ``down`` nodes count for nothing
+    and their running workloads are requeued at the next cycle.
+    """
+
+    HEALTHY = "healthy"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine with ``gpus`` GPUs of the cluster's single GPU type."""
+
+    name: str
+    gpus: int
+    state: NodeState = NodeState.HEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A request for ``gpus`` GPUs charged to ``project``.
+
+    ``nodes > 1`` is a gang: it needs ``nodes`` whole free nodes, all or nothing, and its GPUs
+    are split evenly over them. ``min_runtime`` (seconds, 0 to 8 h) protects a run from
+    preemption until it has run that long; ``min_runtime == 0`` is the free lane (not charged,
+    preemptible at any moment). ``priority`` orders the workload among its own project's
+    workloads only (higher first).
+    """
+
+    id: str
+    project: str
+    gpus: int
+    submit_time: float
+    min_runtime: float = 0.0
+    resumable: bool = True
+    priority: int = 0
+    nodes: int = 1
+
+    @property
+    def is_gang(self) -> bool:
+        """True when the workload needs several whole nodes."""
+        return self.nodes > 1
+
+    @property
+    def free_lane(self) -> bool:
+        """True for the uncharged, always-preemptible lane (minimum runtime 0)."""
+        return self.min_runtime <= 0
+
+
+@dataclass(slots=True)
+class BudgetNode:
+    """One node of the budget tree (organization -> program -> project).
+
+    ``share`` is the percent of the parent's share; the root's share is 100. Leaves are project
+    names. Projects that appear in no leaf are unbudgeted and rank after every budgeted one.
+    """
+
+    name: str
+    share: float
+    children: list[BudgetNode] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyParams:
+    """Tunables shared by every policy; the defaults follow DESIGN.md.
+
+    - ``window_seconds``: the sliding usage window the driver sums ``usage`` over (the engine
+      only records it; the driver computes the sums).
+    - ``gang_reserve_after``: a gang blocked at the head of its project's turn for this long
+      reserves the whole nodes it needs.
+    - ``checkpoint_interval`` / ``restart_overhead``: how much work a preempted resumable
+      workload loses (time since its last checkpoint plus the restart cost).
+    - ``max_min_runtime``: minimum runtimes above this are capped to it.
+    - ``max_reserved_fraction``: at most this fraction of healthy nodes may be held by
+      reservations at once, so reservations cannot idle the cluster.
+    - ``preemption_recheck``: a preemption search that found nothing is not repeated for the
+      same project and shape until something it depends on changed or this many seconds
+      passed (bounds the cost of a cycle where nothing can change).
+    """
+
+    window_seconds: float = 7 * 86400.0
+    gang_reserve_after: float = 1800.0
+    checkpoint_interval: float = 1800.0
+    restart_overhead: float = 300.0
+    max_min_runtime: float = 8 * 3600.0
+    max_reserved_fraction: float = 0.5
+    preemption_recheck: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningWorkload:
+    """A workload the engine believes is running: where, and since when (this run)."""
+
+    workload: Workload
+    placement: dict[str, int]
+    start_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Order: start ``workload_id`` with ``placement`` (node name -> GPUs on that node)."""
+
+    workload_id: str
+    placement: dict[str, int]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Order: stop ``workload_id`` and requeue it (its submit time is kept).
+
+    ``by`` is the preemptor's id for ``kind == "preempt"``; ``None`` for ``kind == "drain"``
+    (an operator drain or a node that went down).
+    """
+
+    workload_id: str
+    reason: str
+    by: str | None
+    kind: Literal["preempt", "drain"] = "preempt"
+
+
+@dataclass(slots=True)
+class CycleResult:
+    """Everything one scheduling cycle decided, already applied to the scheduler's state.
+
+    ``reasons`` and ``order`` are filled only when the cycle ran with ``explain=True``.
+    """
+
+    starts: list[Start] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
