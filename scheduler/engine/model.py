@@ -7,11 +7,11 @@ GPU counts are ints. Shares are percents of the parent (0-100). See ``docs/engin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 
-class NodeState(str, Enum):
+class NodeState(StrEnum):
     """Health of a node as the operator or the node agent reports it.
 
     ``draining`` takes nothing new and evicts each workload once it passes its minimum runtime;
