@@ -1,24 +1,75 @@
-"""One error shape for the whole API: ``{"detail": ..., "errors": {field: [messages]}}``."""
+"""One error shape for the whole API: ``{"detail": ..., "errors": {field: [messages]}}``.
+
+``detail`` is always a sentence a person can read. ``errors`` is present when the error is
+about particular fields; nested fields are named by path (``shares[1].percent``,
+``parent.id``) so a client can point at the exact input that was refused.
+"""
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
+class RequestTooLarge(exceptions.APIException):
+    """The body is larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body is too large."
+    default_code = "request_too_large"
+
+
+def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
+    """Flatten DRF's nested error detail into ``{"a.b[0].c": [messages]}``."""
+    if isinstance(detail, dict):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            name = str(key) if not prefix else f"{prefix}.{key}"
+            flat.update(flatten_errors(value, name))
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return {prefix or "non_field_errors": [str(item) for item in detail]} if detail else {}
+        flat = {}
+        for index, item in enumerate(detail):
+            flat.update(flatten_errors(item, f"{prefix}[{index}]"))
+        return flat
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+def _django_validation_detail(exc: DjangoValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {field: [str(m) for m in msgs] for field, msgs in exc.message_dict.items()}
+    return {"non_field_errors": [str(m) for m in exc.messages]}
+
+
 def exception_handler(exc, context) -> Response | None:
-    """Turn Django validation errors raised by services into 400s that name the field.
+    """Answer every refusal in the API's one shape, never with a 500.
 
     Services validate with ``django.core.exceptions.ValidationError`` so that they can be
-    called from forms, commands and tasks alike; the API must answer those with a 400, never
-    a 500.
+    called from forms, commands and tasks alike; the API answers those with a 400 naming the
+    field. ``RequestDataTooBig`` (a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``) is a 413.
     """
     if isinstance(exc, DjangoValidationError):
-        if hasattr(exc, "error_dict"):
-            detail = {field: [str(m) for m in msgs] for field, msgs in exc.message_dict.items()}
-        else:
-            detail = {"non_field_errors": [str(m) for m in exc.messages]}
-        exc = exceptions.ValidationError(detail=detail)
-    return drf_exception_handler(exc, context)
+        exc = exceptions.ValidationError(detail=_django_validation_detail(exc))
+    elif isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge()
+    elif isinstance(exc, DjangoPermissionDenied) and exc.args:
+        # DRF would replace the service's reason with a generic sentence; keep it.
+        exc = exceptions.PermissionDenied(detail=str(exc))
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    if isinstance(exc, exceptions.ValidationError) or (
+        isinstance(data, dict) and set(data) != {"detail"}
+    ):
+        errors = flatten_errors(data)
+        field, messages = next(iter(errors.items()), ("non_field_errors", ["Invalid input."]))
+        summary = messages[0] if field == "non_field_errors" else f"{field}: {messages[0]}"
+        response.data = {"detail": summary, "errors": errors}
+    return response

@@ -1,7 +1,34 @@
-"""REST API routes: one router for the budget domain (and, later, the scheduler)."""
+"""REST API routes: one router for the budget domain (and, later, the scheduler).
 
+Route names live in the ``api`` namespace (``api:program-list``, ``api:approvalrequest-approve``).
+Format-suffix routes (``.json``) are off: one URL per resource, content negotiated by headers.
+"""
+
+from django.urls import path
+from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
-router = DefaultRouter()
+from governance.api import views
 
-urlpatterns = router.urls
+app_name = "api"
+
+
+class Router(DefaultRouter):
+    """The default router (with its browsable root) without ``.json`` suffix routes."""
+
+    include_format_suffixes = False
+
+
+router = Router()
+router.register("organizations", views.OrganizationViewSet, basename="organization")
+router.register("programs", views.ProgramViewSet, basename="program")
+router.register("projects", views.ProjectViewSet, basename="project")
+router.register("clusters", views.ClusterViewSet, basename="cluster")
+router.register("allocations", views.AllocationViewSet, basename="allocation")
+router.register("splits", views.SplitViewSet, basename="split")
+router.register("approval-requests", views.ApprovalRequestViewSet, basename="approvalrequest")
+
+urlpatterns = [
+    path("token/", obtain_auth_token, name="token"),
+    *router.urls,
+]
