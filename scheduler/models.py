@@ -1,0 +1,472 @@
+"""The live scheduler's records: nodes and their agents, workloads, runs, orders, the usage
+ledger, its hourly rollup and the record of each scheduling cycle.
+
+State changes go through ``scheduler.services`` (compare-and-set on ``state``), never through
+free-form field writes. ``UsageRecord`` and ``EntitlementRecord`` are append-only ledgers with
+natural-key unique constraints so a retried task cannot charge twice; ``UsageHour`` is a cache
+rebuilt from them by ``manage.py rebuild_usage``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from scheduler.choices import (
+    Charge,
+    NodeState,
+    NodeStateSource,
+    OrderKind,
+    OrderState,
+    RunEndReason,
+    RunLane,
+    WorkloadState,
+)
+
+MAX_MIN_RUNTIME_SECONDS = 8 * 3600
+
+# Ledger amounts are exact decimals: GPUs x microsecond-precision intervals, so the ledger's
+# total equals Σ GPUs x run time of the runs with no float rounding.
+GPU_SECONDS = {"max_digits": 24, "decimal_places": 6, "default": 0}
+
+
+class Node(models.Model):
+    """One machine of a cluster with ``gpus`` GPUs; an agent heartbeats on its behalf.
+
+    ``state`` mirrors the engine's node states. ``state_source`` records who set it: a
+    heartbeat brings back a node the system marked down, never one an operator marked down.
+    """
+
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=120)
+    gpus = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=NodeState.choices, default=NodeState.HEALTHY)
+    state_source = models.CharField(
+        max_length=20, choices=NodeStateSource.choices, default=NodeStateSource.SYSTEM
+    )
+    state_reason = models.TextField(blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_name_unique_in_cluster"),
+            models.CheckConstraint(
+                condition=Q(state__in=NodeState.values), name="node_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state_source__in=NodeStateSource.values),
+                name="node_state_source_valid",
+            ),
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="node_has_gpus"),
+        ]
+        indexes = [
+            # Heartbeat expiry: live nodes of a cluster whose last heartbeat is too old.
+            models.Index(fields=["state", "last_heartbeat"], name="node_heartbeat_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NodeAgent(models.Model):
+    """Credentials of one node agent: a token, stored only as its SHA-256 hex digest.
+
+    The raw token is shown once when created (``node_agent_create``). An agent acts for one
+    node of its cluster; ``node`` is set when it registers.
+    """
+
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=120, help_text="The node name the agent registers as.")
+    node = models.OneToOneField(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent"
+    )
+    token_hash = models.CharField(max_length=64, unique=True)
+    token_prefix = models.CharField(
+        max_length=8, help_text="First characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"], name="node_agent_unique_in_cluster"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"agent {self.name} ({self.token_prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        """Whether the token may still authenticate."""
+        return self.revoked_at is None
+
+
+class Workload(models.Model):
+    """A request for ``gpus`` GPUs on one cluster, charged to ``project``.
+
+    ``nodes`` > 1 is a gang: ``gpus`` spread over that many whole nodes, all or nothing.
+    ``min_runtime_seconds`` (0-8 h) protects each run from preemption; 0 is the free lane.
+    ``engine_reason`` and ``queue_position`` are written by each scheduling cycle for
+    pending workloads (position 1 = next in the fair-share order; empty when not pending).
+    """
+
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    name = models.CharField(max_length=200)
+    gpus = models.PositiveIntegerField()
+    nodes = models.PositiveIntegerField(default=1)
+    min_runtime_seconds = models.PositiveIntegerField(default=0)
+    resumable = models.BooleanField(default=True)
+    priority = models.IntegerField(default=0, help_text="Higher runs first within the project.")
+    launch_spec = models.JSONField(
+        default=dict, blank=True, help_text='{"command": [...]} or {"image": ..., "args": [...]}'
+    )
+    declared_duration_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="For the simulated executor: how long the work takes."
+    )
+    state = models.CharField(
+        max_length=20, choices=WorkloadState.choices, default=WorkloadState.PENDING
+    )
+    submitted_at = models.DateTimeField()
+    first_started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    engine_reason = models.TextField(blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=WorkloadState.values), name="workload_state_valid"
+            ),
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="workload_gpus_positive"),
+            models.CheckConstraint(condition=Q(nodes__gte=1), name="workload_nodes_positive"),
+            models.CheckConstraint(
+                condition=Q(min_runtime_seconds__gte=0)
+                & Q(min_runtime_seconds__lte=MAX_MIN_RUNTIME_SECONDS),
+                name="workload_min_runtime_0_8h",
+            ),
+            models.CheckConstraint(
+                condition=Q(declared_duration_seconds__isnull=True)
+                | Q(declared_duration_seconds__gt=0),
+                name="workload_declared_duration_positive",
+            ),
+        ]
+        indexes = [
+            # The scheduling cycle: pending/running/preempted workloads of one cluster.
+            models.Index(fields=["cluster", "state"], name="workload_cycle_read"),
+            # A researcher's list: a project's workloads by state, newest first.
+            models.Index(fields=["project", "state", "-submitted_at"], name="workload_by_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def is_free_lane(self) -> bool:
+        """Minimum runtime 0: never charged, preemptible at any moment."""
+        return self.min_runtime_seconds == 0
+
+
+class Run(models.Model):
+    """One start of a workload on its GPUs, from the cycle that started it until it ended.
+
+    ``placement`` is ``{node name: gpus}`` (the engine's form); ``RunNode`` rows hold the
+    same with node keys. A run is open while ``ended_at`` is empty; at most one open run per
+    workload (a database constraint), so a retried cycle cannot start a workload twice.
+    ``stop_requested_at`` is set when a stop was ordered (preemption, drain, cancel): the run
+    stays open — and charged — until the agent acknowledges the stop or reports the exit.
+    ``accounted_until`` is how far the usage ledger has been written for this run.
+    """
+
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
+    attempt = models.PositiveIntegerField(help_text="1 for the first start, 2 after a requeue…")
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    gpus = models.PositiveIntegerField()
+    lane = models.CharField(max_length=20, choices=RunLane.choices)
+    placement = models.JSONField(default=dict)
+    node_set = models.ManyToManyField(Node, through="RunNode", related_name="runs")
+    started_at = models.DateTimeField()
+    start_reason = models.TextField(blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
+    stop_explanation = models.TextField(blank=True)
+    preempted_by = models.ForeignKey(
+        Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    accounted_until = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "attempt"], name="run_attempt_unique"),
+            models.UniqueConstraint(
+                fields=["workload"],
+                condition=Q(ended_at__isnull=True),
+                name="run_one_open_per_workload",
+            ),
+            models.CheckConstraint(condition=Q(lane__in=RunLane.values), name="run_lane_valid"),
+            models.CheckConstraint(
+                condition=Q(end_reason="") | Q(end_reason__in=RunEndReason.values),
+                name="run_end_reason_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(stop_reason="") | Q(stop_reason__in=RunEndReason.values),
+                name="run_stop_reason_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True, end_reason="")
+                | (Q(ended_at__isnull=False) & ~Q(end_reason="")),
+                name="run_ended_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),
+                name="run_ends_after_start",
+            ),
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="run_gpus_positive"),
+        ]
+        indexes = [
+            # The cycle and usage accounting: open runs of a cluster.
+            models.Index(
+                fields=["cluster"], condition=Q(ended_at__isnull=True), name="run_open_by_cluster"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.attempt} of workload #{self.workload_id}"
+
+
+class RunNode(models.Model):
+    """The GPUs a run holds on one node (a gang run has one row per node)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="run_nodes")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="run_nodes")
+    gpus = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node"], name="run_node_unique"),
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="run_node_gpus_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} on {self.node}: {self.gpus} GPUs"
+
+
+class Order(models.Model):
+    """An instruction for the agent of one node: start or stop one run there.
+
+    ``idempotency_key`` is ``"<kind>:<run id>:<node id>"``: the same decision can never be
+    written twice, and an agent uses it to ignore an order it has already carried out.
+    ``payload`` carries what the agent needs (workload id, launch spec, GPUs, grace seconds).
+    """
+
+    kind = models.CharField(max_length=10, choices=OrderKind.choices)
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="orders")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="orders")
+    state = models.CharField(max_length=20, choices=OrderState.choices, default=OrderState.CREATED)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    delivery_count = models.PositiveIntegerField(default=0)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=OrderKind.values), name="order_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(state__in=OrderState.values), name="order_state_valid"
+            ),
+        ]
+        indexes = [
+            # An agent fetching its node's open orders.
+            models.Index(
+                fields=["node", "created_at"],
+                condition=Q(state__in=["created", "delivered"]),
+                name="order_open_by_node",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.run_id} on {self.node_id} ({self.state})"
+
+
+class UsageRecord(models.Model):
+    """Append-only ledger: GPU-seconds one run used in ``[interval_start, interval_end)``.
+
+    An interval never crosses an hour boundary (so the hourly rollup is a plain sum).
+    Unique on ``(run, interval_start)``: a retried accounting task cannot charge twice.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="usage_records")
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    interval_start = models.DateTimeField()
+    interval_end = models.DateTimeField()
+    gpus = models.PositiveIntegerField()
+    gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    charge = models.CharField(max_length=20, choices=Charge.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["interval_start", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "interval_start"], name="usage_run_interval"),
+            models.CheckConstraint(
+                condition=Q(charge__in=Charge.values), name="usage_charge_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(interval_end__gt=F("interval_start")), name="usage_interval_positive"
+            ),
+            models.CheckConstraint(condition=Q(gpu_seconds__gte=0), name="usage_non_negative"),
+        ]
+        indexes = [
+            # Reports and rebuild: a project's ledger on a cluster over time.
+            models.Index(
+                fields=["cluster", "project", "interval_start"], name="usage_by_project_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_seconds} GPU-s {self.charge} for run {self.run_id}"
+
+
+class EntitlementRecord(models.Model):
+    """Append-only ledger of what a project was entitled to and asked for in an interval.
+
+    Written by usage accounting for every project with a share or demand on the cluster:
+    ``entitled_gpu_seconds`` = effective share x healthy GPUs x seconds, ``demand_gpu_seconds``
+    = GPUs of its pending and running workloads x seconds (both sampled when accounted).
+    Never crosses an hour boundary; unique per ``(cluster, project, interval_start)``.
+    """
+
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    interval_start = models.DateTimeField()
+    interval_end = models.DateTimeField()
+    effective_share = models.DecimalField(
+        max_digits=12, decimal_places=8, help_text="Percent of the cluster."
+    )
+    healthy_gpus = models.PositiveIntegerField()
+    demand_gpus = models.PositiveIntegerField()
+    entitled_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    demand_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+
+    class Meta:
+        ordering = ["interval_start", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "project", "interval_start"], name="entitlement_interval"
+            ),
+            models.CheckConstraint(
+                condition=Q(interval_end__gt=F("interval_start")),
+                name="entitlement_interval_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} entitled {self.entitled_gpu_seconds} GPU-s"
+
+
+class UsageHour(models.Model):
+    """Hourly rollup per project and cluster: charged, entitled and demanded GPU-seconds.
+
+    A cache of the two ledgers (``UsageRecord``, ``EntitlementRecord``), updated
+    incrementally by accounting and rebuilt by ``manage.py rebuild_usage``. Owed for the hour
+    = min(entitled, demand); delivered = budgeted + burst.
+    """
+
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    budgeted_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    burst_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    free_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    entitled_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    demand_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+
+    class Meta:
+        ordering = ["hour", "project_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "project", "hour"], name="usage_hour_unique"
+            ),
+        ]
+        indexes = [
+            # Windowed fair-share usage: all projects of a cluster over the last N hours.
+            models.Index(fields=["cluster", "hour"], name="usage_hour_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} @ {self.hour:%Y-%m-%d %H:00}"
+
+    @property
+    def charged_gpu_seconds(self):
+        """Budgeted plus burst: what counts as delivered and toward fair share."""
+        return self.budgeted_gpu_seconds + self.burst_gpu_seconds
+
+
+class AccountingCursor(models.Model):
+    """How far entitlement and demand have been accounted for a cluster (one row per cluster)."""
+
+    cluster = models.OneToOneField("governance.Cluster", on_delete=models.CASCADE, related_name="+")
+    accounted_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} accounted until {self.accounted_until}"
+
+
+class SchedulingCycle(models.Model):
+    """The record of one scheduling cycle: when, how long, what it decided, and why.
+
+    ``reasons_summary`` counts pending workloads by the engine's reason (the most common
+    reasons first, capped), so an operator sees why the queue is what it is.
+    """
+
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.CASCADE, related_name="+")
+    started_at = models.DateTimeField()
+    duration_seconds = models.FloatField()
+    policy = models.CharField(max_length=40)
+    pending = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+    starts = models.PositiveIntegerField(default=0)
+    preemptions = models.PositiveIntegerField(default=0)
+    orders = models.PositiveIntegerField(default=0)
+    drained_nodes = models.JSONField(default=list, blank=True)
+    reasons_summary = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            # The operator page: the latest cycles of a cluster.
+            models.Index(fields=["cluster", "-started_at"], name="cycle_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"cycle {self.cluster_id} @ {self.started_at:%H:%M:%S}"
