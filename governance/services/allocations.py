@@ -1,8 +1,69 @@
-"""Writes of shares: a manager's direct split of a node's children."""
+"""Writes of shares: a manager's direct split of a node's children on a cluster."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
 
-def allocation_split(*, actor, parent, cluster, percents, reason, valid_from=None, valid_to=None):
-    """Set the shares of children of ``parent`` on ``cluster`` (actor must manage ``parent``)."""
-    raise NotImplementedError
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from governance.models import Allocation, Cluster, Organization, Program, Project
+from governance.selectors.tree import ShareRow, node_key
+from governance.selectors.visibility import user_visibility
+from governance.services.shares import check_siblings_fit, lock_parent, validate_change
+
+
+def allocation_split(
+    *,
+    actor,
+    parent: Organization | Program,
+    cluster: Cluster,
+    percents: dict[Program | Project, Decimal],
+    reason: str,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+) -> list[Allocation]:
+    """Set the shares of some or all children of ``parent`` on ``cluster`` directly.
+
+    The actor must manage ``parent`` (org admin for programs, program manager or org admin
+    for projects), else ``PermissionDenied``. Children left out keep their share. Rows are
+    appended, never edited: ``valid_from`` defaults to now and may not lie in the past;
+    ``valid_to`` makes a temporary grant after which the older share applies again. Bad input
+    and a split that would push siblings past 100 % at any instant of the window raise a
+    ``ValidationError`` naming the field; nothing is written then.
+    """
+    if not user_visibility(user=actor).can_manage(parent):
+        raise PermissionDenied(f"Only a manager of {parent} may split it.")
+    items, start, end = validate_change(
+        parent=parent,
+        cluster=cluster,
+        percents=percents,
+        reason=reason,
+        start=valid_from,
+        end=valid_to,
+        now=timezone.now(),
+        start_field="valid_from",
+        end_field="valid_to",
+    )
+    new_rows = [
+        ShareRow(node=node_key(node), percent=percent, valid_from=start, valid_to=end, order=(2, i))
+        for i, (node, percent) in enumerate(items)
+    ]
+    with transaction.atomic():
+        lock_parent(parent)
+        check_siblings_fit(parent=parent, cluster=cluster, new_rows=new_rows)
+        return [
+            Allocation.objects.create(
+                cluster=cluster,
+                program=node if isinstance(node, Program) else None,
+                project=node if isinstance(node, Project) else None,
+                percent=percent,
+                valid_from=start,
+                valid_to=end,
+                set_by=actor,
+                reason=reason.strip(),
+            )
+            for node, percent in items
+        ]

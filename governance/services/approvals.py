@@ -1,40 +1,327 @@
-"""The approval state machine: draft → submitted → approved → applied, or rejected/withdrawn."""
+"""The approval state machine for changes of shares.
+
+draft → submitted → approved → applied, or submitted → rejected, or draft/submitted →
+withdrawn. The requester creates, submits and withdraws; a manager of the parent node (program
+manager for the projects of their program, org admin for anything in the organization)
+approves or rejects; nobody decides their own request; a decided request is never decided
+again. Applying is a system step at the effective date. Every transition appends an
+``ApprovalDecision``; nothing is edited or deleted.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from governance.choices import ApprovalState, DecisionAction
+from governance.models import (
+    Allocation,
+    ApprovalDecision,
+    ApprovalLine,
+    ApprovalRequest,
+    Cluster,
+    Organization,
+    Program,
+    Project,
+)
+from governance.selectors.tree import share_at
+from governance.selectors.visibility import user_visibility
+from governance.services.shares import (
+    PAST_GRACE,
+    check_siblings_fit,
+    lock_parent,
+    request_rows,
+    validate_change,
+)
+
 
 def approval_request_create(
-    *, actor, parent, cluster, percents, reason, effective_from=None, effective_to=None, submit=True
-):
-    """Create (and by default submit) a request to change shares of ``parent``'s children."""
-    raise NotImplementedError
+    *,
+    actor,
+    parent: Organization | Program,
+    cluster: Cluster,
+    percents: dict[Program | Project, Decimal],
+    reason: str,
+    effective_from: datetime | None = None,
+    effective_to: datetime | None = None,
+    submit: bool = True,
+) -> ApprovalRequest:
+    """Create a request to change shares of ``parent``'s children, submitted unless ``submit=False``.
+
+    The actor must be allowed to request a change of every named child (its PI, or a manager
+    of it or above), else ``PermissionDenied``. Input is validated like a direct split
+    (``ValidationError`` naming ``percent``, ``percents``, ``cluster``, ``reason``,
+    ``effective_from`` or ``effective_to``); whether the change fits in 100 % is checked when a
+    manager approves it — a PI may ask for more than is free today. Each line records the
+    child's share at ``effective_from`` as ``previous_percent``.
+    """
+    vis = user_visibility(user=actor)
+    if not (vis.can_manage(parent) or any(vis.can_request(n) for n in percents or {})):
+        raise PermissionDenied(f"You may not request changes of shares in {parent}.")
+    items, start, end = validate_change(
+        parent=parent,
+        cluster=cluster,
+        percents=percents,
+        reason=reason,
+        start=effective_from,
+        end=effective_to,
+        now=timezone.now(),
+        start_field="effective_from",
+        end_field="effective_to",
+    )
+    refused = [str(node) for node, _ in items if not vis.can_request(node)]
+    if refused:
+        raise PermissionDenied(f"You may not request a change of {', '.join(refused)}.")
+    with transaction.atomic():
+        approval_request = ApprovalRequest.objects.create(
+            organization_id=parent.pk
+            if isinstance(parent, Organization)
+            else parent.organization_id,
+            program=parent if isinstance(parent, Program) else None,
+            cluster=cluster,
+            requested_by=actor,
+            reason=reason.strip(),
+            effective_from=start,
+            effective_to=end,
+            state=ApprovalState.DRAFT,
+        )
+        for node, percent in items:
+            ApprovalLine.objects.create(
+                request=approval_request,
+                program=node if isinstance(node, Program) else None,
+                project=node if isinstance(node, Project) else None,
+                percent=percent,
+                previous_percent=share_at(node=node, cluster=cluster, at=start),
+            )
+        _decide(approval_request, actor, DecisionAction.CREATE, ApprovalState.DRAFT, "", "")
+        if submit:
+            _decide(
+                approval_request,
+                actor,
+                DecisionAction.SUBMIT,
+                ApprovalState.SUBMITTED,
+                ApprovalState.DRAFT,
+                "",
+            )
+    return approval_request
 
 
-def approval_submit(*, actor, approval_request):
-    """Submit a draft request (its requester only)."""
-    raise NotImplementedError
+def _decide(
+    approval_request: ApprovalRequest,
+    actor,
+    action: DecisionAction,
+    to_state: ApprovalState,
+    from_state: str,
+    comment: str,
+) -> None:
+    """Move the request to ``to_state`` and append the decision (caller holds the row lock)."""
+    approval_request.state = to_state
+    approval_request.save(update_fields=["state", "updated_at"])
+    ApprovalDecision.objects.create(
+        request=approval_request,
+        actor=actor,
+        action=action,
+        from_state=from_state,
+        to_state=to_state,
+        comment=comment or "",
+    )
 
 
-def approval_approve(*, actor, approval_request, comment=""):
-    """Approve a submitted request; applies it now when its effective date has arrived."""
-    raise NotImplementedError
+def _locked(approval_request: ApprovalRequest, *, expected: tuple[str, ...]) -> ApprovalRequest:
+    """Re-read the request under a row lock; refuse on ``state`` unless it is in ``expected``.
+
+    Reading again inside the lock is what makes "a decided request cannot be decided again"
+    hold when two people click at the same moment.
+    """
+    fresh = ApprovalRequest.objects.select_for_update().get(pk=approval_request.pk)
+    if fresh.state not in expected:
+        raise ValidationError(
+            {
+                "state": [
+                    f"Request #{fresh.pk} is {fresh.get_state_display().lower()}; it cannot be changed now."
+                ]
+            }
+        )
+    return fresh
 
 
-def approval_reject(*, actor, approval_request, comment):
-    """Reject a submitted request."""
-    raise NotImplementedError
+def _require_requester(actor, approval_request: ApprovalRequest, verb: str) -> None:
+    if actor is None or approval_request.requested_by_id != actor.pk:
+        raise PermissionDenied(f"Only the requester may {verb} this request.")
 
 
-def approval_withdraw(*, actor, approval_request, comment=""):
-    """Withdraw a draft or submitted request (its requester only)."""
-    raise NotImplementedError
+def _require_decider(actor, approval_request: ApprovalRequest, verb: str) -> None:
+    if actor is not None and approval_request.requested_by_id == actor.pk:
+        raise PermissionDenied(f"You cannot {verb} your own request.")
+    if not user_visibility(user=actor).can_decide(approval_request):
+        raise PermissionDenied(
+            f"Only a manager of {approval_request.parent} may {verb} this request."
+        )
 
 
-def approval_apply(*, approval_request, now=None):
-    """Apply an approved request whose effective date has arrived (system step)."""
-    raise NotImplementedError
+def approval_submit(*, actor, approval_request: ApprovalRequest) -> ApprovalRequest:
+    """Submit a draft so the managers of its parent see it in their inbox (requester only)."""
+    _require_requester(actor, approval_request, "submit")
+    with transaction.atomic():
+        fresh = _locked(approval_request, expected=(ApprovalState.DRAFT,))
+        _decide(fresh, actor, DecisionAction.SUBMIT, ApprovalState.SUBMITTED, fresh.state, "")
+    return fresh
 
 
-def approvals_apply_due(*, now=None):
-    """Apply every approved request whose effective date has arrived; return how many."""
-    raise NotImplementedError
+def approval_withdraw(
+    *, actor, approval_request: ApprovalRequest, comment: str = ""
+) -> ApprovalRequest:
+    """Withdraw a draft or submitted request (requester only); it is kept with its history."""
+    _require_requester(actor, approval_request, "withdraw")
+    with transaction.atomic():
+        fresh = _locked(approval_request, expected=(ApprovalState.DRAFT, ApprovalState.SUBMITTED))
+        _decide(
+            fresh, actor, DecisionAction.WITHDRAW, ApprovalState.WITHDRAWN, fresh.state, comment
+        )
+    return fresh
+
+
+def approval_reject(*, actor, approval_request: ApprovalRequest, comment: str) -> ApprovalRequest:
+    """Reject a submitted request; the comment (required) tells the requester why."""
+    _require_decider(actor, approval_request, "reject")
+    if not str(comment or "").strip():
+        raise ValidationError({"comment": ["Say why the request is rejected."]})
+    with transaction.atomic():
+        fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
+        _decide(fresh, actor, DecisionAction.REJECT, ApprovalState.REJECTED, fresh.state, comment)
+    return fresh
+
+
+def approval_approve(
+    *, actor, approval_request: ApprovalRequest, comment: str = ""
+) -> ApprovalRequest:
+    """Approve a submitted request, and apply it at once if its effective date has arrived.
+
+    Holds the parent's row lock while it checks that the change fits in 100 % at every instant
+    of its window (beside stored shares and other approved requests still waiting for their
+    date), so two managers approving at once cannot both squeeze in: the second gets a
+    ``ValidationError`` on ``shares`` and nothing changes. A request approved after its
+    effective date starts now, never in the past. Future-dated requests stay approved until
+    ``approvals_apply_due`` applies them.
+    """
+    _require_decider(actor, approval_request, "approve")
+    now = timezone.now()
+    with transaction.atomic():
+        lock_parent(approval_request.parent)
+        fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
+        if fresh.effective_to is not None and fresh.effective_to <= now:
+            raise ValidationError({"effective_to": ["The requested window has already ended."]})
+        start = max(fresh.effective_from, now)
+        check_siblings_fit(
+            parent=fresh.parent,
+            cluster=fresh.cluster,
+            new_rows=request_rows(fresh, valid_from=start),
+            exclude_request_id=fresh.pk,
+        )
+        _decide(fresh, actor, DecisionAction.APPROVE, ApprovalState.APPROVED, fresh.state, comment)
+        if fresh.effective_from <= now:
+            _apply_locked(fresh, valid_from=start, set_by=actor)
+    return fresh
+
+
+def _apply_locked(approval_request: ApprovalRequest, *, valid_from: datetime, set_by) -> None:
+    """Append the request's allocation rows and mark it applied (caller holds both locks)."""
+    for line in approval_request.lines.select_related("program", "project"):
+        Allocation.objects.create(
+            cluster=approval_request.cluster,
+            program=line.program,
+            project=line.project,
+            percent=line.percent,
+            valid_from=valid_from,
+            valid_to=approval_request.effective_to,
+            set_by=set_by,
+            reason=f"{approval_request.reason} (request #{approval_request.pk})",
+            approval_request=approval_request,
+        )
+    _decide(
+        approval_request,
+        None,
+        DecisionAction.APPLY,
+        ApprovalState.APPLIED,
+        ApprovalState.APPROVED,
+        f"Applied from {timezone.localtime(valid_from):%Y-%m-%d %H:%M %Z}.",
+    )
+
+
+def _record_apply_failed(approval_request: ApprovalRequest, reason: str) -> None:
+    # The beat retries every minute; one note per distinct reason keeps the history readable.
+    last = approval_request.decisions.order_by("-at", "-id").first()
+    if last and last.action == DecisionAction.APPLY_FAILED and last.comment == reason:
+        return
+    ApprovalDecision.objects.create(
+        request=approval_request,
+        actor=None,
+        action=DecisionAction.APPLY_FAILED,
+        from_state=ApprovalState.APPROVED,
+        to_state=ApprovalState.APPROVED,
+        comment=reason,
+    )
+
+
+def approval_apply(
+    *, approval_request: ApprovalRequest, now: datetime | None = None
+) -> ApprovalRequest:
+    """Apply an approved request whose effective date has arrived (the system's step).
+
+    Idempotent: a request that is not approved, or not yet due at ``now`` (default: the current
+    time), is returned unchanged. The rows start at ``effective_from`` — or at ``now`` when
+    that is more than ``PAST_GRACE`` ago, so history is never rewritten — and carry the
+    approver as ``set_by``.
+    If the change no longer fits in 100 % — or its window has already ended — an
+    ``APPLY_FAILED`` decision says why and the request stays approved; no exception is raised.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        lock_parent(approval_request.parent)
+        fresh = ApprovalRequest.objects.select_for_update().get(pk=approval_request.pk)
+        if fresh.state != ApprovalState.APPROVED or fresh.effective_from > now:
+            return fresh
+        if fresh.effective_to is not None and fresh.effective_to <= now:
+            _record_apply_failed(fresh, "Its window ended before it could be applied.")
+            return fresh
+        # On time (or late by no more than the beat's lag) the rows start exactly at the
+        # effective date; a request applied much later starts now, never rewriting history.
+        start = fresh.effective_from if fresh.effective_from >= now - PAST_GRACE else now
+        try:
+            check_siblings_fit(
+                parent=fresh.parent,
+                cluster=fresh.cluster,
+                new_rows=request_rows(fresh, valid_from=start),
+                exclude_request_id=fresh.pk,
+            )
+        except ValidationError as exc:
+            _record_apply_failed(fresh, " ".join(exc.messages))
+            return fresh
+        approval = (
+            fresh.decisions.filter(action=DecisionAction.APPROVE).order_by("-at", "-id").first()
+        )
+        set_by = approval.actor if approval and approval.actor else fresh.requested_by
+        _apply_locked(fresh, valid_from=start, set_by=set_by)
+    return fresh
+
+
+def approvals_apply_due(*, now: datetime | None = None) -> int:
+    """Apply every approved request whose effective date has arrived; return how many applied.
+
+    Run by Celery beat (``governance.tasks.allocations_apply_due``). Each request is applied in
+    its own transaction, so one that no longer fits (recorded as ``APPLY_FAILED``) does not
+    hold back the others. Safe to run twice at once: each apply re-reads the state under lock.
+    """
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.filter(
+        state=ApprovalState.APPROVED, effective_from__lte=now
+    ).order_by("effective_from", "id")
+    applied = 0
+    for approval_request in due.select_related("organization", "program", "cluster"):
+        result = approval_apply(approval_request=approval_request, now=now)
+        applied += result.state == ApprovalState.APPLIED
+    return applied
