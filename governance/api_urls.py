@@ -5,7 +5,6 @@ Format-suffix routes (``.json``) are off: one URL per resource, content negotiat
 """
 
 from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from governance.api import views
@@ -29,6 +28,6 @@ router.register("splits", views.SplitViewSet, basename="split")
 router.register("approval-requests", views.ApprovalRequestViewSet, basename="approvalrequest")
 
 urlpatterns = [
-    path("token/", obtain_auth_token, name="token"),
+    path("token/", views.TokenView.as_view(), name="token"),
     *router.urls,
 ]

@@ -14,6 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, parsers, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -47,24 +48,40 @@ from governance.services.approvals import (
 # --- Input parsing ------------------------------------------------------------------------
 
 
-class LimitedJSONParser(parsers.JSONParser):
-    """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` before parsing.
+def read_limited(stream):
+    """The request body as a new stream, or ``RequestDataTooBig`` past the size limit.
 
-    Django checks that limit only when ``request.body`` is read, while DRF parses from the
-    stream; without this check an oversized JSON body would be read whole. The limit is read
-    at call time so tests and deployments can change it.
+    Django checks ``DATA_UPLOAD_MAX_MEMORY_SIZE`` only when ``request.body`` is read, while DRF
+    parsers read the stream; without this an oversized JSON or form body would be read whole.
+    The limit is read at call time so tests and deployments can change it.
     """
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None or stream is None:
+        return stream
+    body = stream.read(limit + 1)
+    if len(body) > limit:
+        raise RequestDataTooBig(f"Request body exceeded {limit} bytes.")
+    return BytesIO(body)
+
+
+class LimitedJSONParser(parsers.JSONParser):
+    """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit is not None and stream is not None:
-            body = stream.read(limit + 1)
-            if len(body) > limit:
-                raise RequestDataTooBig(
-                    f"Request body exceeded DATA_UPLOAD_MAX_MEMORY_SIZE ({limit} bytes)."
-                )
-            stream = BytesIO(body)
-        return super().parse(stream, media_type, parser_context)
+        return super().parse(read_limited(stream), media_type, parser_context)
+
+
+class LimitedFormParser(parsers.FormParser):
+    """Form parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return super().parse(read_limited(stream), media_type, parser_context)
+
+
+class TokenView(ObtainAuthToken):
+    """Exchange a username and password (JSON or form) for the caller's API token."""
+
+    parser_classes = [LimitedJSONParser, LimitedFormParser]
 
 
 # --- Resolving ids through the caller's visibility -----------------------------------------
