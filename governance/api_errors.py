@@ -28,7 +28,12 @@ def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
     if isinstance(detail, dict):
         flat: dict[str, list[str]] = {}
         for key, value in detail.items():
-            name = str(key) if not prefix else f"{prefix}.{key}"
+            if isinstance(key, int):  # ListSerializer reports items by index
+                name = f"{prefix}[{key}]"
+            elif key == "non_field_errors" and prefix:  # about the nested value as a whole
+                name = prefix
+            else:
+                name = str(key) if not prefix else f"{prefix}.{key}"
             flat.update(flatten_errors(value, name))
         return flat
     if isinstance(detail, list):

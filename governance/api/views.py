@@ -10,7 +10,7 @@ from __future__ import annotations
 from io import BytesIO
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, parsers, status, viewsets
@@ -100,11 +100,13 @@ def resolve_visible(queryset, pk, *, field: str, what: str):
     return obj
 
 
-def resolve_share_input(vis, data: dict, *, lines_field: str) -> tuple:
+def resolve_share_input(vis, data: dict, *, lines_field: str, must_manage: bool = False) -> tuple:
     """Turn validated ``parent``/``cluster``/``lines`` ids into visible objects.
 
     Returns ``(parent, cluster, {child: percent})``. Unknown or hidden ids are 404s naming the
-    field; a visible node that is not a child of ``parent`` is a 400 naming it.
+    field; a visible node that is not a child of ``parent`` is a 400 naming it. With
+    ``must_manage`` a caller who sees the parent but may not manage it gets the service's 403
+    at once, rather than a 404 about a sibling they were never meant to see.
     """
     parent_ref = data["parent"]
     if parent_ref["kind"] == "organization":
@@ -117,6 +119,8 @@ def resolve_share_input(vis, data: dict, *, lines_field: str) -> tuple:
             vis.programs(), parent_ref["id"], field="parent.id", what="program"
         )
         children, child_kind = vis.projects(), "project"
+    if must_manage and not vis.can_manage(parent):
+        raise PermissionDenied(f"Only a manager of {parent} may split it.")
     cluster = resolve_visible(vis.clusters(), data["cluster"], field="cluster", what="cluster")
     percents = {}
     for index, item in enumerate(data[lines_field]):
@@ -277,7 +281,9 @@ class SplitViewSet(VisibilityMixin, viewsets.GenericViewSet):
         serializer = SplitInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        parent, cluster, percents = resolve_share_input(self.visibility, data, lines_field="shares")
+        parent, cluster, percents = resolve_share_input(
+            self.visibility, data, lines_field="shares", must_manage=True
+        )
         rows = allocation_split(
             actor=request.user,
             parent=parent,
