@@ -7,11 +7,13 @@ are not checked against the 100 % rule — use ``governance.services`` when the 
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from decimal import Decimal
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
 from governance.choices import ApprovalState, DecisionAction, Role
@@ -45,9 +47,16 @@ class UserFactory(factory.django.DjangoModelFactory):
 
     @factory.post_generation
     def password(obj, create, extracted, **kwargs):
-        obj.set_password(extracted or TEST_PASSWORD)
+        # Hashing is deliberately slow; every factory user shares one hash of the test
+        # password so a test with six personas does not spend seconds in PBKDF2.
+        obj.password = _password_hash(extracted or TEST_PASSWORD)
         if create:
             obj.save(update_fields=["password"])
+
+
+@functools.cache
+def _password_hash(raw: str) -> str:
+    return make_password(raw)
 
 
 class OrganizationFactory(factory.django.DjangoModelFactory):
