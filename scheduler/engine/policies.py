@@ -1,21 +1,360 @@
-"""Scheduling policies by name (stub: the real orderings land in the next commits)."""
+"""Scheduling policies by name: only what differs between them lives here.
+
+A policy decides (1) how pending work is grouped and ordered, (2) what may be preempted by
+whom, and (3) caps on admission. Placement, gangs, backfill, reservations, drain and reasons
+are shared mechanism in ``state.py``. Each policy returns a per-cycle *view* built from a
+snapshot of the cluster (``CycleInputs``); the view is updated as the cycle starts and evicts
+work so later decisions in the same cycle see earlier ones.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.engine.fairtree import BudgetTree, Ranking
+from scheduler.engine.model import Workload
+from scheduler.engine.records import Job
 
 POLICIES: tuple[str, ...] = ("fairshare", "quota", "partition", "fifo")
 
+_LEVEL_WORDS = ("organization", "program", "group")
 
-@dataclass(frozen=True)
+
+@dataclass(slots=True)
+class CycleInputs:
+    """What a policy may look at when a cycle begins.
+
+    ``projects`` are the projects with pending or running work, sorted. ``allocated`` is
+    GPUs held per project (all lanes); ``charged_allocated`` counts charged work only.
+    ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
+    """
+
+    tree: BudgetTree
+    usage: Mapping[str, float]
+    projects: list[str]
+    allocated: dict[str, int]
+    charged_allocated: dict[str, int]
+    evictable: dict[str, int]
+    healthy_gpus: int
+    now: float
+    extra_usage: dict[int | str, float] = field(default_factory=dict)
+
+
+class PolicyView:
+    """One cycle of a policy. The defaults describe a policy that never preempts."""
+
+    #: groups in the order their pending work is offered capacity
+    groups: list[str]
+
+    def project_phrase(self, project: str) -> str:
+        """Where the project stands, in plain words (the first part of a pending reason)."""
+        return f"project {project}"
+
+    def cap_block(self, job: Job) -> str | None:
+        """Why the policy refuses ``job`` now regardless of free GPUs, or None."""
+        return None
+
+    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
+        """Which of ``candidates`` (projects with evictable work) ``job`` may preempt."""
+        return []
+
+    def own_victim_ok(self, job: Job, victim: Job) -> bool:
+        """May ``job`` preempt ``victim`` of its own project (victim past minimum runtime)?"""
+        return False
+
+    def victims_possible(self, group: str) -> bool:
+        """Could any group from ``group`` on in the order still find a victim?"""
+        return False
+
+    def why(self, job: Job, victim: Job) -> str:
+        """Why ``job`` is allowed to preempt ``victim`` (for the preemption's reason)."""
+        return "preempted"
+
+    def started(self, job: Job) -> None:
+        """``job`` started in this cycle."""
+
+    def evicted(self, job: Job) -> None:
+        """``job`` was evicted in this cycle."""
+
+
 class Policy:
-    """A named policy: how pending work is ordered and what it may preempt."""
+    """A named policy: grouping, order inside a group, and its per-cycle view."""
 
-    name: str
+    name = ""
+    #: whether a pending workload may evict running ones
+    preempts = False
+    #: whether minimum runtime 0 is a separate, always-preemptible lane served last
+    free_lane = False
+
+    def group(self, w: Workload) -> str:
+        """The queue a workload waits in (its project, unless the policy has one queue)."""
+        return w.project
+
+    def key(self, w: Workload, min_runtime: float) -> tuple:
+        """Order inside a group: priority, then shorter minimum runtime, submit time, id."""
+        return (-w.priority, min_runtime, w.submit_time, w.id)
+
+    def begin(self, inputs: CycleInputs) -> PolicyView:
+        """Build this cycle's view."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<Policy {self.name}>"
+
+
+def _gpu_words(n: float) -> str:
+    n = round(n, 1)
+    n = int(n) if n == int(n) else n
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+class _FairShareView(PolicyView):
+    def __init__(self, inputs: CycleInputs, ranking: Ranking) -> None:
+        self.inputs = inputs
+        self.tree = inputs.tree
+        self.ranking = ranking
+        self.extra = inputs.extra_usage
+        self.groups = ranking.order
+        # suffix[i]: some project at rank >= i holds evictable work (own-project victims
+        # included), so a walk at rank i may still find someone to preempt.
+        order = ranking.order
+        suffix = [False] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] or inputs.evictable.get(order[i], 0) > 0
+        self._suffix = suffix
+
+    def project_phrase(self, project: str) -> str:
+        tree, ranking = self.tree, self.ranking
+        if not tree.is_budgeted(project):
+            return "project has no budget share (runs after every budgeted project)"
+        share = tree.effective_share[project]
+        used = ranking.project_usage.get(project, 0.0)
+        total = ranking.total_usage
+        state = "over budget" if total > 0 and used / total > share else "under budget"
+        leaf = tree.leaf_of[project]
+        parent_index = tree.nodes[leaf].parent
+        parent = tree.nodes[parent_index]
+        siblings = len(parent.children)
+        word = _LEVEL_WORDS[min(parent.depth, len(_LEVEL_WORDS) - 1)]
+        position = ranking.sibling_rank[leaf] + 1
+        return f"project {state} (rank {position} of {siblings} in {word} {parent.name})"
+
+    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
+        tree, ranking, extra = self.tree, self.ranking, self.extra
+        delta = job.delta
+        return [
+            v
+            for v in candidates
+            if v != job.project and tree.ranks_ahead_after(ranking, extra, job.project, delta, v)
+        ]
+
+    def own_victim_ok(self, job: Job, victim: Job) -> bool:
+        return victim.key > job.key
+
+    def victims_possible(self, group: str) -> bool:
+        return self._suffix[self.ranking.rank.get(group, len(self._suffix) - 1)]
+
+    def why(self, job: Job, victim: Job) -> str:
+        if not victim.charged:
+            return "free-lane work yields to charged work"
+        if victim.project == job.project:
+            return f"a lower-ranked workload of the same project {job.project}"
+        if not self.tree.is_budgeted(victim.project):
+            return f"project {victim.project} has no budget share"
+        return (
+            f"project {job.project} ranks ahead of {victim.project} in fair share "
+            f"even after this start is charged"
+        )
+
+    def started(self, job: Job) -> None:
+        if job.charged:
+            self.tree.add_extra(self.extra, job.project, job.delta)
+
+
+class FairShare(Policy):
+    """Ours: Fair Tree over the sliding-window usage; preempt later-ranked work (DESIGN.md)."""
+
+    name = "fairshare"
+    preempts = True
+    free_lane = True
+
+    def begin(self, inputs: CycleInputs) -> PolicyView:
+        ranking = inputs.tree.rank(inputs.usage, inputs.projects)
+        return _FairShareView(inputs, ranking)
+
+
+def _deserved(inputs: CycleInputs) -> dict[str, float]:
+    healthy = inputs.healthy_gpus
+    return {p: s * healthy for p, s in inputs.tree.effective_share.items()}
+
+
+class _QuotaView(PolicyView):
+    def __init__(self, inputs: CycleInputs) -> None:
+        self.deserved = _deserved(inputs)
+        self.alloc = dict(inputs.charged_allocated)
+        self.evictable = inputs.evictable
+        self.groups = self._order(inputs.projects)
+
+    def _order(self, projects: list[str]) -> list[str]:
+        deserved, alloc = self.deserved, self.alloc
+        budgeted = sorted(
+            (p for p in projects if deserved.get(p, 0.0) > 0),
+            key=lambda p: (alloc.get(p, 0) / deserved[p], p),
+        )
+        unbudgeted = sorted(
+            (p for p in projects if deserved.get(p, 0.0) <= 0), key=lambda p: (alloc.get(p, 0), p)
+        )
+        return budgeted + unbudgeted
+
+    def project_phrase(self, project: str) -> str:
+        deserved = self.deserved.get(project, 0.0)
+        used = self.alloc.get(project, 0)
+        if deserved <= 0:
+            return f"project has no deserved quota (borrows idle GPUs only; uses {used})"
+        state = "borrowing" if used > deserved else "within quota"
+        return f"project {state} (uses {used} of {_gpu_words(deserved)} deserved)"
+
+    def _borrowing(self, project: str) -> bool:
+        return self.alloc.get(project, 0) > self.deserved.get(project, 0.0) + 1e-9
+
+    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
+        # Reclaim: only a project that stays within its deserved quota after this start may
+        # evict, and only from projects that borrow beyond theirs. Neither side can then
+        # reclaim back, so two projects cannot ping-pong.
+        own = self.alloc.get(job.project, 0) + job.gpus
+        if own > self.deserved.get(job.project, 0.0) + 1e-9:
+            return []
+        return [v for v in candidates if v != job.project and self._borrowing(v)]
+
+    def own_victim_ok(self, job: Job, victim: Job) -> bool:
+        return victim.w.priority < job.w.priority
+
+    def victims_possible(self, group: str) -> bool:
+        return any(gpus > 0 and self._borrowing(p) for p, gpus in self.evictable.items())
+
+    def why(self, job: Job, victim: Job) -> str:
+        if not victim.charged:
+            return "free-lane work yields to charged work"
+        if victim.project == job.project:
+            return f"higher-priority work of the same project {job.project}"
+        return (
+            f"project {job.project} reclaims its deserved quota from {victim.project}, "
+            f"which borrows beyond its own"
+        )
+
+    def started(self, job: Job) -> None:
+        if job.charged:
+            self.alloc[job.project] = self.alloc.get(job.project, 0) + job.gpus
+
+    def evicted(self, job: Job) -> None:
+        if job.charged:
+            self.alloc[job.project] = self.alloc.get(job.project, 0) - job.gpus
+
+
+class Quota(Policy):
+    """KAI Scheduler / Kueue style: deserved GPUs now, idle quota lent, reclaimed by preemption."""
+
+    name = "quota"
+    preempts = True
+    free_lane = True
+
+    def begin(self, inputs: CycleInputs) -> PolicyView:
+        return _QuotaView(inputs)
+
+
+def _integer_caps(deserved: dict[str, float]) -> dict[str, int]:
+    """Round deserved GPUs to whole GPUs keeping their sum (largest remainder, ties by name)."""
+    caps = {p: int(d) for p, d in deserved.items()}
+    spare = round(sum(deserved.values())) - sum(caps.values())
+    by_remainder = sorted(deserved, key=lambda p: (-(deserved[p] - caps[p]), p))
+    for p in by_remainder[: max(0, spare)]:
+        caps[p] += 1
+    return caps
+
+
+class _PartitionView(PolicyView):
+    def __init__(self, inputs: CycleInputs) -> None:
+        self.caps = _integer_caps(_deserved(inputs))
+        self.alloc = dict(inputs.allocated)
+        caps, alloc = self.caps, self.alloc
+        self.groups = sorted(
+            inputs.projects,
+            key=lambda p: (caps.get(p, 0) <= 0, alloc.get(p, 0) / max(caps.get(p, 0), 1), p),
+        )
+
+    def project_phrase(self, project: str) -> str:
+        cap = self.caps.get(project, 0)
+        if cap <= 0:
+            return "project has no partition (no budget share)"
+        return f"project partition of {_gpu_words(cap)} ({self.alloc.get(project, 0)} in use)"
+
+    def cap_block(self, job: Job) -> str | None:
+        cap = self.caps.get(job.project, 0)
+        if job.gpus > cap:
+            return f"asks for {_gpu_words(job.gpus)}, more than the partition's {cap}"
+        used = self.alloc.get(job.project, 0)
+        if used + job.gpus > cap:
+            return f"partition full ({used} of {cap} GPUs in use)"
+        return None
+
+    def started(self, job: Job) -> None:
+        self.alloc[job.project] = self.alloc.get(job.project, 0) + job.gpus
+
+    def evicted(self, job: Job) -> None:
+        self.alloc[job.project] = self.alloc.get(job.project, 0) - job.gpus
+
+
+class Partition(Policy):
+    """Static partitions: each project capped at its share of healthy GPUs, no borrowing."""
+
+    name = "partition"
+
+    def key(self, w: Workload, min_runtime: float) -> tuple:
+        """Inside a partition: priority, then submit order."""
+        return (-w.priority, w.submit_time, w.id)
+
+    def begin(self, inputs: CycleInputs) -> PolicyView:
+        return _PartitionView(inputs)
+
+
+class _FifoView(PolicyView):
+    groups = [""]
+
+    def project_phrase(self, project: str) -> str:
+        return "one queue in submit order"
+
+
+class Fifo(Policy):
+    """One queue by submit time, no preemption (what 'everything is HIGH priority' becomes)."""
+
+    name = "fifo"
+
+    def group(self, w: Workload) -> str:
+        """Everyone waits in the same queue."""
+        return ""
+
+    def key(self, w: Workload, min_runtime: float) -> tuple:
+        """Submit order, then id."""
+        return (w.submit_time, w.id)
+
+    def begin(self, inputs: CycleInputs) -> PolicyView:
+        return _FifoView()
+
+
+_BY_NAME: dict[str, type[Policy]] = {
+    "fairshare": FairShare,
+    "quota": Quota,
+    "partition": Partition,
+    "fifo": Fifo,
+}
 
 
 def make_policy(name: str) -> Policy:
     """Return the policy called ``name``; ``ValueError`` naming the known ones otherwise."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}")
-    return Policy(name)
+    try:
+        return _BY_NAME[name]()
+    except KeyError:
+        raise ValueError(
+            f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}"
+        ) from None

@@ -1,76 +1,675 @@
-"""The stateful scheduler (stub interface; the real cycle lands in the next commits)."""
+"""The stateful scheduler: cluster state + a policy; ``cycle`` turns them into orders.
+
+The shared mechanism lives here: pending queues, admission walk, placement, backfill with
+reservations, preemption plumbing, drain and reasons. Policies (``policies.py``) only say how
+work is ordered, what may be preempted, and what is capped.
+
+Cost model. Pending work is kept per (lane, group) and, inside a group, per *shape*
+(GPUs, nodes) in a heap ordered by the policy's key. A cycle walks groups in policy order
+and looks only at the head of each shape: when the head of a shape cannot start (not even
+by preempting), no later workload of the same shape in that group can, so the rest of the
+shape is skipped. The walk stops as soon as no GPU is free and no victim can exist for the
+groups still to come. Running workloads become preemptible through a heap of
+minimum-runtime deadlines, so nothing is rescanned to find them. A cycle where nothing
+changed since the last one (no submit, finish, cancel, node change, start, deadline or
+reservation timer, same project order) returns at once.
+"""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 
+from scheduler.engine import reasons as words
+from scheduler.engine.fairtree import BudgetTree
 from scheduler.engine.model import (
     BudgetNode,
     CycleResult,
     Node,
     NodeState,
     PolicyParams,
+    Preemption,
     RunningWorkload,
+    Start,
     Workload,
 )
-from scheduler.engine.policies import Policy, make_policy
+from scheduler.engine.placement import Capacity, NodeRec, split_gang
+from scheduler.engine.policies import CycleInputs, Policy, PolicyView, make_policy
+from scheduler.engine.preemption import choose_victims
+from scheduler.engine.records import Job, lost_gpu_seconds
+
+_QueueKey = tuple[int, str]  # (lane, group)
+_Shape = tuple[int, int]  # (gpus, nodes)
 
 
 class Scheduler:
-    """Cluster state plus a policy; ``cycle`` turns them into orders."""
+    """Cluster state plus a policy; ``cycle(now, usage)`` decides and applies orders.
+
+    ``nodes``: the cluster's nodes. ``budget_root``: the budget tree (None: no budgets).
+    ``policy``: a ``Policy`` or a policy name (default ``fairshare``). All methods are
+    deterministic: the same calls in the same order give the same orders.
+    """
 
     def __init__(
         self,
         nodes: Iterable[Node],
         budget_root: BudgetNode | None,
-        policy: Policy | None = None,
+        policy: Policy | str | None = None,
         params: PolicyParams | None = None,
     ) -> None:
-        self.policy = policy or make_policy("fairshare")
+        if policy is None or isinstance(policy, str):
+            policy = make_policy(policy or "fairshare")
+        self.policy: Policy = policy
         self.params = params or PolicyParams()
-        self.nodes = {n.name: n for n in nodes}
-        self.budget_root = budget_root
+        self.capacity = Capacity(nodes)
+        self.tree = BudgetTree(budget_root)
+        #: id -> RunningWorkload for every running workload (read-only for drivers)
         self.running: dict[str, RunningWorkload] = {}
-        self._pending: dict[str, Workload] = {}
+        self._pending: dict[str, Job] = {}
+        self._run: dict[str, Job] = {}
+        self._queues: dict[_QueueKey, dict[_Shape, list]] = {}
+        self._work_per_project: dict[str, int] = {}
+        self._alloc: dict[str, int] = {}
+        self._charged_alloc: dict[str, int] = {}
+        # charged running work inside its minimum runtime: (deadline, seq, id)
+        self._protected: list[tuple[float, int, str]] = []
+        # charged running work past its minimum runtime, per project
+        self._evictable: dict[str, dict[str, Job]] = {}
+        self._evictable_gpus: dict[str, int] = {}
+        self._free_running: dict[str, Job] = {}
+        self._draining: set[int] = set()
+        self._seq = 0
+        self._dirty = True
+        self._last_order: list[str] | None = None
+        self._next_timer = float("inf")
+        self._last_cycle = float("-inf")
+
+    # ------------------------------------------------------------------ driver calls
 
     def submit(self, workload: Workload) -> None:
-        """Add a new (or requeued) pending workload."""
-        self._pending[workload.id] = workload
+        """Add a new (or requeued) pending workload; ``ValueError`` if it can never run."""
+        if workload.id in self._pending or workload.id in self._run:
+            raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
+        job = self._make_job(workload)
+        self._enqueue(job)
+        self._touch_project(job.project, +1)
 
     def add_running(self, workload: Workload, placement: dict[str, int], start_time: float) -> None:
-        """Record a workload that is already running (live loop rebuilding its state)."""
-        self.running[workload.id] = RunningWorkload(workload, dict(placement), start_time)
+        """Record a workload that is already running (the live loop rebuilding its state)."""
+        if workload.id in self._pending or workload.id in self._run:
+            raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
+        job = self._make_job(workload)
+        recs = []
+        for name in sorted(placement):
+            if name not in self.capacity.by_name:
+                raise ValueError(f"workload {workload.id!r}: unknown node {name!r}")
+            recs.append(self.capacity.by_name[name])
+        if sum(placement.values()) != workload.gpus:
+            raise ValueError(f"workload {workload.id!r}: placement does not add up to its GPUs")
+        self._touch_project(job.project, +1)
+        self._start(job, recs, [placement[r.name] for r in recs], start_time)
 
     def finish(self, workload_id: str) -> None:
         """A running workload ended by itself: free its GPUs."""
-        self.running.pop(workload_id, None)
+        job = self._run.get(workload_id)
+        if job is None:
+            raise KeyError(f"workload {workload_id!r} is not running")
+        self._stop(job)
+        self._touch_project(job.project, -1)
 
     def cancel(self, workload_id: str) -> None:
         """Remove a pending or running workload."""
-        self.running.pop(workload_id, None)
-        self._pending.pop(workload_id, None)
+        if workload_id in self._run:
+            self.finish(workload_id)
+            return
+        job = self._pending.pop(workload_id, None)
+        if job is None:
+            raise KeyError(f"workload {workload_id!r} is neither pending nor running")
+        job.seq = -1  # its heap entry is now stale
+        self._touch_project(job.project, -1)
+        self._dirty = True
 
     def set_node_state(self, node_name: str, state: NodeState, *, force: bool = False) -> None:
-        """Mark a node healthy, draining (``force``: evict at once), drained or down."""
-        node = self.nodes[node_name]
-        self.nodes[node_name] = Node(node.name, node.gpus, state)
+        """Mark a node healthy, draining, drained or down.
 
-    def cycle(self, now: float, usage: Mapping[str, float], explain: bool = False) -> CycleResult:
-        """Run one scheduling cycle at ``now`` (stub: decides nothing yet)."""
-        return CycleResult()
+        Draining: nothing new lands; each workload is evicted once past its minimum runtime
+        (``force=True``: at the next cycle, regardless). Down: its workloads are requeued at
+        the next cycle. Drained may only be set on an empty node.
+        """
+        rec = self.capacity.by_name.get(node_name)
+        if rec is None:
+            raise KeyError(f"unknown node {node_name!r}")
+        state = NodeState(state)
+        if state == NodeState.DRAINED and rec.running:
+            raise ValueError(f"node {node_name!r} still runs workloads; drain it first")
+        rec.state = state
+        rec.force = force and state == NodeState.DRAINING
+        if state in (NodeState.DRAINING, NodeState.DOWN):
+            self._draining.add(rec.idx)
+        else:
+            self._draining.discard(rec.idx)
+        self.capacity.refresh(rec)
+        self._dirty = True
+
+    def set_budget(self, budget_root: BudgetNode | None) -> None:
+        """Replace the budget tree (an allocation change was applied)."""
+        self.tree = BudgetTree(budget_root)
+        self._dirty = True
+
+    # ------------------------------------------------------------------ introspection
 
     def pending_count(self) -> int:
         """How many workloads are pending."""
         return len(self._pending)
 
+    def pending_ids(self) -> list[str]:
+        """Ids of pending workloads, sorted."""
+        return sorted(self._pending)
+
     def free_gpus(self) -> int:
-        """GPUs free on healthy nodes."""
-        used: dict[str, int] = {}
-        for rec in self.running.values():
-            for name, gpus in rec.placement.items():
-                used[name] = used.get(name, 0) + gpus
-        return sum(
-            n.gpus - used.get(n.name, 0)
-            for n in self.nodes.values()
-            if n.state == NodeState.HEALTHY
+        """GPUs free for new work (healthy nodes not owned by a gang)."""
+        return self.capacity.free_total
+
+    def allocated_gpus(self) -> int:
+        """GPUs held by running workloads."""
+        return sum(self._alloc.values())
+
+    def node_state(self, node_name: str) -> NodeState:
+        """The node's current state as the engine sees it."""
+        return self.capacity.by_name[node_name].state
+
+    # ------------------------------------------------------------------ the cycle
+
+    def cycle(self, now: float, usage: Mapping[str, float], explain: bool = False) -> CycleResult:
+        """Run one scheduling cycle at ``now`` and apply its decisions to the state.
+
+        ``usage`` is charged GPU-seconds per project over the sliding window ending at
+        ``now``. Started workloads become running; preempted ones go back to pending with
+        their submit time kept; drained nodes become ``drained``.
+        """
+        result = CycleResult()
+        params = self.params
+        self._release_deadlines(now)
+        requeue: list[Job] = []
+        self._drain(now, result, requeue)
+
+        inputs = CycleInputs(
+            tree=self.tree,
+            usage=usage,
+            projects=sorted(self._work_per_project),
+            allocated=self._alloc,
+            charged_allocated=self._charged_alloc,
+            evictable=self._evictable_gpus,
+            healthy_gpus=self.capacity.healthy_gpus(),
+            now=now,
         )
+        view = self.policy.begin(inputs)
+        order = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
+        quiet = (
+            not self._dirty
+            and not requeue
+            and order == self._last_order
+            and now < self._next_timer
+            and now - self._last_cycle < params.preemption_recheck
+        )
+        self._last_order = order
+        if quiet and not explain:
+            return result
+        self._dirty = False
+        self._last_cycle = now
+        self._next_timer = float("inf")
+
+        walk = _Walk(self, view, now, result, explain)
+        walk.run(order)
+        for job in requeue + walk.evicted:
+            self._enqueue(job)
+        if result.starts or result.preemptions or requeue:
+            self._dirty = True
+        if explain:
+            walk.explain(order)
+        return result
+
+    # ------------------------------------------------------------------ internals
+
+    def _make_job(self, w: Workload) -> Job:
+        if w.gpus < 1:
+            raise ValueError(f"workload {w.id!r}: gpus must be at least 1")
+        if w.nodes < 1:
+            raise ValueError(f"workload {w.id!r}: nodes must be at least 1")
+        if w.min_runtime < 0:
+            raise ValueError(f"workload {w.id!r}: min_runtime must not be negative")
+        cap = self.capacity
+        nodes = w.nodes
+        if nodes == 1 and w.gpus > cap.max_gpus > 0:
+            # Bigger than any node: it is a gang of the fewest whole nodes that hold it.
+            nodes = -(-w.gpus // cap.max_gpus)
+        if w.gpus < nodes:
+            raise ValueError(f"workload {w.id!r}: a gang needs at least one GPU per node")
+        if nodes > len(cap.nodes) or -(-w.gpus // nodes) > cap.max_gpus:
+            raise ValueError(
+                f"workload {w.id!r}: asks for {w.gpus} GPUs on {nodes} nodes, more than the "
+                f"cluster has ({len(cap.nodes)} nodes of at most {cap.max_gpus} GPUs)"
+            )
+        job = Job(w, nodes, min(w.min_runtime, self.params.max_min_runtime))
+        job.key = self.policy.key(w, job.mr)
+        job.group = self.policy.group(w)
+        job.lane = 1 if self.policy.free_lane and not job.charged else 0
+        return job
+
+    def _enqueue(self, job: Job) -> None:
+        self._seq += 1
+        job.seq = self._seq
+        self._pending[job.id] = job
+        shapes = self._queues.setdefault((job.lane, job.group), {})
+        heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
+        self._dirty = True
+
+    def _touch_project(self, project: str, delta: int) -> None:
+        count = self._work_per_project.get(project, 0) + delta
+        if count > 0:
+            self._work_per_project[project] = count
+        else:
+            self._work_per_project.pop(project, None)
+
+    def _head(self, heap: list) -> Job | None:
+        """The live head of a shape heap, dropping stale entries (cancelled, started)."""
+        pending = self._pending
+        while heap:
+            _, seq, wid = heap[0]
+            job = pending.get(wid)
+            if job is not None and job.seq == seq:
+                return job
+            heapq.heappop(heap)
+        return None
+
+    def _start(self, job: Job, recs: list[NodeRec], amounts: list[int], now: float) -> None:
+        gang = len(recs) > 1 or job.nodes > 1
+        for rec, gpus in zip(recs, amounts, strict=True):
+            self.capacity.allocate(rec, job.id, gpus, exclusive=gang)
+        self._pending.pop(job.id, None)
+        self._seq += 1
+        job.seq = self._seq
+        job.running = True
+        job.start = now
+        job.placement = {rec.name: gpus for rec, gpus in zip(recs, amounts, strict=True)}
+        job.evictable = False
+        self._run[job.id] = job
+        self.running[job.id] = RunningWorkload(job.w, dict(job.placement), now)
+        self._alloc[job.project] = self._alloc.get(job.project, 0) + job.gpus
+        if job.charged:
+            self._charged_alloc[job.project] = self._charged_alloc.get(job.project, 0) + job.gpus
+            job.protected_until = now + job.mr
+            heapq.heappush(self._protected, (job.protected_until, job.seq, job.id))
+        elif self.policy.free_lane:
+            self._free_running[job.id] = job
+        self._dirty = True
+
+    def _stop(self, job: Job) -> None:
+        """Take a running job off its nodes and out of every running index."""
+        for name in job.placement:
+            self.capacity.release(self.capacity.by_name[name], job.id)
+        del self._run[job.id]
+        del self.running[job.id]
+        self._alloc[job.project] -= job.gpus
+        if job.charged:
+            self._charged_alloc[job.project] -= job.gpus
+        if job.evictable:
+            bucket = self._evictable[job.project]
+            del bucket[job.id]
+            self._evictable_gpus[job.project] -= job.gpus
+            if not bucket:
+                del self._evictable[job.project]
+                del self._evictable_gpus[job.project]
+        self._free_running.pop(job.id, None)
+        job.running = False
+        job.evictable = False
+        job.placement = {}
+        self._seq += 1
+        job.seq = self._seq  # its deadline entry is now stale
+        self._dirty = True
+
+    def _release_deadlines(self, now: float) -> None:
+        """Charged work whose minimum runtime has passed becomes preemptible."""
+        heap = self._protected
+        while heap and heap[0][0] <= now:
+            _, seq, wid = heapq.heappop(heap)
+            job = self._run.get(wid)
+            if job is None or job.seq != seq:
+                continue
+            job.evictable = True
+            self._evictable.setdefault(job.project, {})[job.id] = job
+            self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
+            self._dirty = True
+
+    def _drain(self, now: float, result: CycleResult, requeue: list[Job]) -> None:
+        """Evict from draining and down nodes what may go; report nodes that emptied."""
+        for idx in sorted(self._draining):
+            rec = self.capacity.nodes[idx]
+            for wid in sorted(rec.running):
+                job = self._run[wid]
+                down = rec.state == NodeState.DOWN
+                due = job.start + job.mr <= now or not job.charged
+                if not (down or rec.force or due):
+                    continue
+                if down:
+                    why = f"node {rec.name} is down"
+                elif rec.force:
+                    why = f"node {rec.name} is being drained now (forced by an operator)"
+                else:
+                    why = (
+                        f"node {rec.name} is draining for repair and the workload has passed "
+                        f"its minimum runtime"
+                    )
+                self._stop(job)
+                requeue.append(job)
+                result.preemptions.append(Preemption(wid, why, None, "drain"))
+            if not rec.running:
+                self._draining.discard(idx)
+                if rec.state == NodeState.DRAINING:
+                    rec.state = NodeState.DRAINED
+                    rec.force = False
+                    self.capacity.refresh(rec)
+                    result.drained.append(rec.name)
+
+
+class _Walk:
+    """One admission walk over the pending queues (the body of ``Scheduler.cycle``)."""
+
+    def __init__(
+        self, sched: Scheduler, view: PolicyView, now: float, result: CycleResult, explain: bool
+    ) -> None:
+        self.s = sched
+        self.view = view
+        self.now = now
+        self.result = result
+        self.explain_on = explain
+        self.params = sched.params
+        self.cap = sched.capacity
+        self.reserved: dict[int, str] = {}
+        self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
+        self.evicted: list[Job] = []
+        self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
+        self._lost: dict[str, float] = {}
+
+    # -- the walk
+
+    def run(self, order: list[str]) -> None:
+        """Offer capacity to each group's shape heads in policy order."""
+        s = self.s
+        queues = s._queues
+        can_preempt = s.policy.preempts
+        for lane in (0, 1):
+            if lane == 1 and not s.policy.free_lane:
+                break
+            for group in order:
+                shapes = queues.get((lane, group))
+                if not shapes:
+                    continue
+                if not self._worth_visiting(lane, group, can_preempt):
+                    break
+                self._walk_group(lane, group, shapes)
+        for key in [k for k, shapes in queues.items() if not shapes]:
+            del queues[key]
+
+    def _worth_visiting(self, lane: int, group: str, can_preempt: bool) -> bool:
+        # The free lane may backfill onto reserved nodes (it is evicted when they are needed).
+        skip = self.reserved if lane == 0 else ()
+        if self.cap.largest_free(skip) > 0:
+            return True
+        if lane == 1 or not can_preempt:
+            return False
+        return bool(self.s._free_running) or self.view.victims_possible(group)
+
+    def _walk_group(self, lane: int, group: str, shapes: dict[_Shape, list]) -> None:
+        s = self.s
+        heads: list[tuple[tuple, int, _Shape]] = []
+        for shape in sorted(shapes):
+            job = s._head(shapes[shape])
+            if job is None:
+                del shapes[shape]
+                continue
+            heads.append((job.key, job.seq, shape))
+        heapq.heapify(heads)
+        first_blocked = True
+        while heads:
+            _, _, shape = heapq.heappop(heads)
+            heap = shapes[shape]
+            job = s._head(heap)
+            if job is None:
+                continue
+            if self._try(job, lane):
+                nxt = s._head(heap)
+                if nxt is None:
+                    del shapes[shape]
+                else:
+                    heapq.heappush(heads, (nxt.key, nxt.seq, shape))
+                continue
+            if first_blocked:
+                # Only the head of a group's turn reserves (EASY-style backfill per group);
+                # a workload refused by a policy cap has nothing to wait for on the nodes.
+                first_blocked = False
+                if lane == 0 and self.view.cap_block(job) is None:
+                    self._reserve(job)
+
+    # -- one workload
+
+    def _try(self, job: Job, lane: int) -> bool:
+        view, cap = self.view, self.cap
+        blocked = view.cap_block(job)
+        if blocked is not None:
+            self._note(job, blocked)
+            return False
+        skip = self.reserved if lane == 0 else ()
+        if job.nodes == 1:
+            rec = cap.fullest_fit(job.gpus, skip)
+            if rec is not None:
+                self._launch(job, [rec], "fits")
+                return True
+        else:
+            recs = cap.whole_nodes(job.nodes, job.per_node, skip)
+            if len(recs) == job.nodes:
+                self._launch(job, recs, "whole nodes free")
+                return True
+        if lane == 0 and job.charged and self.s.policy.preempts and self._preempt(job):
+            return True
+        if self.explain_on:
+            self._note(job, self._blocked_phrase(job))
+        return False
+
+    def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
+        amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
+        self.s._start(job, recs, amounts, self.now)
+        job.head_since = None
+        self.view.started(job)
+        placement = dict(job.placement)
+        where = ", ".join(sorted(placement))
+        if why == "fits":
+            reason = f"fits on {where} (fullest node with room)"
+        elif why == "whole nodes free":
+            reason = f"gang on whole free nodes {where}"
+        else:
+            reason = why
+        if job.lane == 1:
+            reason += "; free lane: preemptible at any time"
+        self.result.starts.append(Start(job.id, placement, reason))
+
+    def _candidates(self, job: Job) -> dict[str, Job]:
+        s, view = self.s, self.view
+        found: dict[str, Job] = {}
+        if s.policy.free_lane:
+            found.update(s._free_running)
+        projects = view.cross_victim_projects(job, sorted(s._evictable))
+        for project in projects:
+            found.update(s._evictable[project])
+        own = s._evictable.get(job.project)
+        if own:
+            for victim in own.values():
+                if view.own_victim_ok(job, victim):
+                    found[victim.id] = victim
+        return found
+
+    def _lost_of(self, job: Job) -> float:
+        lost = self._lost.get(job.id)
+        if lost is None:
+            p = self.params
+            lost = lost_gpu_seconds(job, self.now, p.checkpoint_interval, p.restart_overhead)
+            self._lost[job.id] = lost
+        return lost
+
+    def _preempt(self, job: Job) -> bool:
+        candidates = self._candidates(job)
+        if not candidates:
+            return False
+        if sum(v.gpus for v in candidates.values()) + self.cap.free_total < job.gpus:
+            return False
+        lost = {wid: self._lost_of(v) for wid, v in candidates.items()}
+        choice = choose_victims(job, candidates, lost, self.cap, self.reserved)
+        if choice is None:
+            return False
+        s, view = self.s, self.view
+        for victim in choice.victims:
+            why = view.why(job, victim)
+            reason = (
+                f"preempted by {job.id} ({job.project}): {why}; "
+                f"loses {words.gpu_hours(lost[victim.id])} of work"
+            )
+            s._stop(victim)
+            view.evicted(victim)
+            self.evicted.append(victim)
+            self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
+        names = ", ".join(v.id for v in choice.victims)
+        self._launch(
+            job,
+            choice.nodes,
+            f"preempted {names} ({words.gpu_hours(choice.lost)} lost) to start on "
+            + ", ".join(r.name for r in choice.nodes),
+        )
+        return True
+
+    # -- reservations
+
+    def _reserve(self, job: Job) -> None:
+        """Hold capacity for the first blocked workload of a group so backfill cannot delay it.
+
+        A single-node workload blocked by fragmentation holds the node with the most free
+        GPUs. A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
+        of its group (reserving many nodes idles them, so give packing a chance first); it
+        picks empty nodes first, then the least occupied. Reservations stop when
+        ``max_reserved_fraction`` of healthy nodes are held.
+        """
+        cap, reserved = self.cap, self.reserved
+        if len(reserved) >= self.reserve_budget:
+            return
+        if job.nodes == 1:
+            rec = cap.most_free_node(job.gpus, reserved)
+            if rec is not None and rec.gpus >= job.gpus:
+                reserved[rec.idx] = job.id
+            return
+        now = self.now
+        if job.head_since is None:
+            job.head_since = now
+        due = job.head_since + self.params.gang_reserve_after
+        if now < due:
+            self.s._next_timer = min(self.s._next_timer, due)
+            return
+        if len(reserved) + job.nodes > self.reserve_budget:
+            return
+        options = []
+        for rec in cap.nodes:
+            if rec.idx in reserved or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
+                continue
+            used = rec.gpus - rec.free
+            if rec.exclusive is not None:
+                used = rec.gpus
+            # Emptiest first; among equals the node whose work may be preempted soonest.
+            soonest = max(
+                (self.s._run[w].protected_until for w in rec.running),
+                default=float("-inf"),
+            )
+            options.append((used, soonest, rec.idx))
+        if len(options) < job.nodes:
+            return
+        options.sort()
+        for _, _, idx in options[: job.nodes]:
+            reserved[idx] = job.id
+
+    # -- reasons
+
+    def _note(self, job: Job, text: str) -> None:
+        if self.explain_on:
+            self.notes[job.id] = text
+
+    def _blocked_phrase(self, job: Job) -> str:
+        cap = self.cap
+        skip = self.reserved
+        parts = [
+            words.waiting_for(
+                job.gpus,
+                job.nodes,
+                cap.largest_free(skip),
+                len(cap.whole_nodes(job.nodes, job.per_node, skip)),
+            )
+        ]
+        held = sorted(self.cap.nodes[i].name for i, w in self.reserved.items() if w == job.id)
+        if held:
+            parts.append("holding " + ", ".join(held) + " until they free")
+        if job.lane == 0 and self.s.policy.preempts:
+            parts.append(words.next_victim(self._next_victim_in(job)))
+        return "; ".join(parts)
+
+    def _next_victim_in(self, job: Job) -> float | None:
+        """Seconds until the first running workload this job could preempt is preemptible."""
+        s, view = self.s, self.view
+        soonest = None
+        by_project: dict[str, list[Job]] = {}
+        for other in s._run.values():
+            if other.charged and not other.evictable:
+                by_project.setdefault(other.project, []).append(other)
+        allowed = set(view.cross_victim_projects(job, sorted(by_project)))
+        for project, jobs in by_project.items():
+            for other in jobs:
+                if project == job.project:
+                    if not view.own_victim_ok(job, other):
+                        continue
+                elif project not in allowed:
+                    continue
+                wait = other.protected_until - self.now
+                if soonest is None or wait < soonest:
+                    soonest = wait
+        return soonest
+
+    def explain(self, order: list[str]) -> None:
+        """Fill ``reasons`` and ``order`` for every workload still pending."""
+        s, view = self.s, self.view
+        phrase: dict[str, str] = {}
+        ranked: list[str] = []
+        for lane in (0, 1):
+            for group in order:
+                shapes = s._queues.get((lane, group))
+                if not shapes:
+                    continue
+                jobs = sorted(
+                    (j for heap in shapes.values() for _, seq, wid in heap
+                     if (j := s._pending.get(wid)) is not None and j.seq == seq),
+                    key=lambda j: j.key,
+                )  # fmt: skip
+                for position, job in enumerate(jobs):
+                    ranked.append(job.id)
+                    project = phrase.get(job.project)
+                    if project is None:
+                        project = phrase[job.project] = view.project_phrase(job.project)
+                    if job.lane == 1:
+                        project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
+                    note = self.notes.get(job.id)
+                    if note is None and position:
+                        note = (
+                            f"behind {position} higher-ranked pending workload"
+                            f"{'' if position == 1 else 's'} in its queue"
+                        )
+                    elif note is None:
+                        note = self._blocked_phrase(job) + (
+                            "; the free GPUs are taken or reserved by higher-ranked work"
+                        )
+                    s_reason = f"{project}; {note}"
+                    self.result.reasons[job.id] = s_reason
+        self.result.order = ranked

@@ -1,0 +1,80 @@
+"""The engine's internal record of one workload (pending or running) and the lost-work rule."""
+
+from __future__ import annotations
+
+from scheduler.engine.model import Workload
+
+
+class Job:
+    """A workload as the engine tracks it: normalised shape, order key, and run state.
+
+    ``nodes`` is normalised: a single-node request larger than any node becomes a gang of
+    the fewest whole nodes that hold it. ``mr`` is the minimum runtime capped by the policy
+    parameters. ``lane`` is 0 for charged work and 1 for the free lane when the policy
+    treats the free lane separately. ``key`` orders the job inside its group.
+    """
+
+    __slots__ = (
+        "charged",
+        "evictable",
+        "gpus",
+        "group",
+        "head_since",
+        "id",
+        "key",
+        "lane",
+        "mr",
+        "nodes",
+        "placement",
+        "project",
+        "protected_until",
+        "running",
+        "seq",
+        "shape",
+        "start",
+        "w",
+    )
+
+    def __init__(self, w: Workload, nodes: int, mr: float) -> None:
+        self.w = w
+        self.id = w.id
+        self.project = w.project
+        self.gpus = w.gpus
+        self.nodes = nodes
+        self.mr = mr
+        self.charged = mr > 0
+        self.shape = (w.gpus, nodes)
+        self.key: tuple = ()
+        self.group = ""
+        self.lane = 0
+        self.seq = 0
+        self.running = False
+        self.start = 0.0
+        self.placement: dict[str, int] = {}
+        self.evictable = False
+        self.protected_until = 0.0
+        self.head_since: float | None = None
+
+    @property
+    def per_node(self) -> int:
+        """GPUs needed on the busiest node of the placement."""
+        return -(-self.gpus // self.nodes)
+
+    @property
+    def delta(self) -> float:
+        """GPU-seconds this job commits its team to before it can be preempted."""
+        return self.gpus * self.mr
+
+
+def lost_gpu_seconds(
+    job: Job, now: float, checkpoint_interval: float, restart_overhead: float
+) -> float:
+    """GPU-seconds of work thrown away if ``job`` is preempted at ``now``.
+
+    Resumable work loses what it did since its last checkpoint plus the restart overhead;
+    non-resumable work loses its whole current run.
+    """
+    ran = max(0.0, now - job.start)
+    if job.w.resumable and checkpoint_interval > 0:
+        return job.gpus * (ran % checkpoint_interval + restart_overhead)
+    return job.gpus * ran
