@@ -1,8 +1,47 @@
-"""Template context shared by every page."""
+"""Template context shared by every page: the role-aware navigation."""
+
+from __future__ import annotations
 
 from django.http import HttpRequest
+from django.urls import reverse
+
+from governance.selectors.approvals import approval_inbox
 
 
 def navigation(request: HttpRequest) -> dict:
-    """Navigation entries for the signed-in user (filled in by the pages)."""
-    return {}
+    """Navigation entries for the signed-in user, with the inbox count for deciders.
+
+    Entries follow the roles (via the visibility selector): the tree for anyone who sees a
+    cluster, the inbox for managers, "My requests" for those who may ask for a change.
+    """
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"nav_items": []}
+    from governance.views.common import visibility_of
+
+    vis = visibility_of(request)
+    path = request.path
+    items = [{"label": "Home", "url": reverse("home"), "count": None}]
+    if not vis.is_empty:
+        items.append({"label": "Budget tree", "url": reverse("tree-index"), "count": None})
+    if vis.admin_org_ids or vis.managed_program_ids:
+        items.append(
+            {
+                "label": "Inbox",
+                "url": reverse("approval-inbox"),
+                "count": approval_inbox(user=user).count(),
+            }
+        )
+    if vis.admin_org_ids or vis.managed_program_ids or vis.pi_project_ids:
+        items.append({"label": "My requests", "url": reverse("my-requests"), "count": None})
+    for item in items:
+        url = item["url"]
+        item["active"] = path == url if url == "/" else path.startswith(url)
+    # The tree's pages live under /clusters/ and /history/ too.
+    if path.startswith(("/clusters/", "/history/")):
+        for item in items:
+            item["active"] = item["label"] == "Budget tree"
+    if path.startswith("/requests/") and not path.startswith(("/requests/inbox", "/requests/mine")):
+        for item in items:
+            item["active"] = False
+    return {"nav_items": items}

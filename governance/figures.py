@@ -1,0 +1,135 @@
+"""Plotly figure builders: pure functions from selector rows to a ``plotly`` Figure.
+
+They read nothing from the database and draw nothing: the page serializes the figure to JSON
+(``figure_json``) and ``static/js/figure.js`` draws it with the self-hosted ``plotly.min.js``.
+Tests assert on the figure's data (labels, parents, values), never on HTML.
+"""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+
+# Calm, distinguishable program colours; projects take a lighter tint of their program's.
+PROGRAM_COLOURS = ["#2a7f84", "#3b6fb6", "#a1662f", "#6b5fb5", "#4d8a3a", "#b0546b", "#5f7a8c"]
+ROOT_COLOUR = "#17324d"
+UNALLOCATED_COLOUR = "#e4e7eb"
+HIDDEN_COLOUR = "#c9ced6"
+UNALLOCATED_LABEL = "Unallocated"
+HIDDEN_LABEL = "Not visible to you"
+# Below this (percent of the cluster) a rest is rounding noise, not a wedge worth drawing.
+EPSILON = 0.005
+
+
+def _tint(hex_colour: str, amount: float) -> str:
+    """Mix ``hex_colour`` with white by ``amount`` (0 = unchanged, 1 = white)."""
+    red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    mix = [round(c + (255 - c) * amount) for c in (red, green, blue)]
+    return "#" + "".join(f"{c:02x}" for c in mix)
+
+
+def _node_id(node) -> str:
+    return f"{node.kind}-{node.obj.pk}"
+
+
+def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
+    """A sunburst of effective shares (percent of the whole cluster) from a ``tree_for`` root.
+
+    ``root`` is a TreeNode-like row: ``kind``, ``obj``, ``share``, ``effective_share``,
+    ``unallocated`` and ``children``. Each parent also gets an "Unallocated" wedge for the rest
+    its children do not hold and, when the viewer sees only some children, a "Not visible to
+    you" wedge for theirs — so every ring adds up to its parent and nothing is guessed.
+    Values are percents of the cluster; hover shows share of parent, percent of cluster and
+    GPUs (effective share times ``cluster_gpus``).
+    """
+    ids: list[str] = []
+    labels: list[str] = []
+    parents: list[str] = []
+    values: list[float] = []
+    colours: list[str] = []
+    customdata: list[list] = []
+
+    def add(node_id, label, parent_id, value, colour, share_of_parent):
+        ids.append(node_id)
+        labels.append(label)
+        parents.append(parent_id)
+        values.append(round(value, 4))
+        colours.append(colour)
+        customdata.append(
+            [
+                round(share_of_parent, 2),
+                round(value, 2),
+                round(value / 100 * cluster_gpus, 1),
+            ]
+        )
+
+    def walk(node, parent_id: str, colour: str) -> float:
+        """Add ``node`` and its subtree; return the value given to ``node``."""
+        node_id = _node_id(node)
+        effective = float(node.effective_share)
+        position = len(ids)
+        add(node_id, node.obj.name, parent_id, effective, colour, float(node.share))
+        children_total = 0.0
+        for index, child in enumerate(node.children):
+            if node.kind == "organization":
+                child_colour = PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)]
+            else:
+                child_colour = _tint(colour, 0.35 + 0.12 * (index % 4))
+            children_total += walk(child, node_id, child_colour)
+        if node.kind != "project":
+            unallocated = effective * float(node.unallocated or 0) / 100
+            if unallocated > EPSILON:
+                add(
+                    f"unallocated-{node_id}",
+                    UNALLOCATED_LABEL,
+                    node_id,
+                    unallocated,
+                    UNALLOCATED_COLOUR,
+                    float(node.unallocated),
+                )
+            hidden = effective - unallocated - children_total
+            if hidden > EPSILON:
+                add(
+                    f"hidden-{node_id}",
+                    HIDDEN_LABEL,
+                    node_id,
+                    hidden,
+                    HIDDEN_COLOUR,
+                    hidden / effective * 100 if effective else 0.0,
+                )
+            # Rounding must never make a ring larger than its parent (Plotly would drop it).
+            values[position] = round(max(effective, children_total + unallocated), 4)
+        return values[position]
+
+    walk(root, "", ROOT_COLOUR)
+    figure = go.Figure(
+        go.Sunburst(
+            ids=ids,
+            labels=labels,
+            parents=parents,
+            values=values,
+            branchvalues="total",
+            marker={"colors": colours, "line": {"color": "#ffffff", "width": 1.5}},
+            customdata=customdata,
+            hovertemplate=(
+                "<b>%{label}</b><br>%{customdata[0]:.2f} % of parent"
+                "<br>%{customdata[1]:.2f} % of the cluster"
+                "<br>%{customdata[2]:,.1f} GPUs<extra></extra>"
+            ),
+            texttemplate="%{label}<br>%{customdata[1]:.1f} %",
+            insidetextorientation="horizontal",
+            sort=False,
+        )
+    )
+    figure.update_layout(
+        margin={"t": 8, "l": 8, "r": 8, "b": 8},
+        paper_bgcolor="rgba(0,0,0,0)",
+        font={"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
+    )
+    return figure
+
+
+def figure_json(figure: go.Figure) -> dict:
+    """The figure as plain JSON data for ``json_script`` (numpy arrays become lists)."""
+    return json.loads(figure.to_json())

@@ -1,0 +1,68 @@
+"""Number formats of the budget pages: percents as "42.10 %", GPU counts as "1,234.5"."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from django import template
+
+register = template.Library()
+
+MINUS = "\u2212"  # a true minus sign lines up with the plus in tabular figures
+
+
+def _decimal(value) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError, TypeError):
+        return None
+
+
+@register.filter
+def pct(value) -> str:
+    """A percent with two decimals and a spaced sign: ``42.1`` → ``"42.10 %"`` (empty → "—")."""
+    number = _decimal(value)
+    if number is None:
+        return "—"
+    return f"{number:,.2f} %"
+
+
+@register.filter
+def pct_delta(value) -> str:
+    """A signed change in percentage points: ``+5.00 pp``, ``-2.50 pp`` (with a true minus sign), ``±0`` for none."""
+    number = _decimal(value)
+    if number is None:
+        return ""
+    if number == 0:
+        return "±0"
+    sign = "+" if number > 0 else MINUS
+    return f"{sign}{abs(number):,.2f} pp"
+
+
+@register.filter
+def gpus(value) -> str:
+    """A GPU count with thousands separators: whole numbers bare, fractions to one decimal."""
+    number = _decimal(value)
+    if number is None:
+        return "—"
+    rounded = round(number, 1)
+    if rounded == rounded.to_integral_value():
+        return f"{int(rounded):,}"
+    return f"{rounded:,.1f}"
+
+
+@register.filter
+def state_badge_class(state: str) -> str:
+    """The CSS class of an approval state's badge."""
+    return f"badge badge-{state}"
+
+
+@register.filter
+def user_label(user) -> str:
+    """A person's display name: full name when known, else the username; "system" for none."""
+    if user is None:
+        return "system"
+    full = user.get_full_name() if hasattr(user, "get_full_name") else ""
+    return f"{full} ({user.username})" if full else user.username
