@@ -265,10 +265,34 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "governance")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
+# The live scheduling loop (docs/live-loop.md).
+SCHEDULER_CYCLE_SECONDS = env_int("SCHEDULER_CYCLE_SECONDS", 5)
+SCHEDULER_ACCOUNT_SECONDS = env_int("SCHEDULER_ACCOUNT_SECONDS", 60)
+SCHEDULER_HEARTBEAT_CHECK_SECONDS = env_int("SCHEDULER_HEARTBEAT_CHECK_SECONDS", 15)
+SCHEDULER_AGENT_TIMEOUT_SECONDS = env_int("SCHEDULER_AGENT_TIMEOUT_SECONDS", 60)
+SCHEDULER_STOP_GRACE_SECONDS = env_int("SCHEDULER_STOP_GRACE_SECONDS", 30)
+SCHEDULER_WINDOW_SECONDS = env_int("SCHEDULER_WINDOW_SECONDS", 7 * 86400)
+SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fairshare")
+# Fault injection for the failure tests only (a cycle sleeps this long holding its lock).
+SCHEDULER_CYCLE_PAUSE_SECONDS = env_int("SCHEDULER_CYCLE_PAUSE_SECONDS", 0)
 CELERY_BEAT_SCHEDULE = {
     "apply-due-allocations": {
         "task": "governance.tasks.allocations_apply_due",
         "schedule": env_int("ALLOCATIONS_APPLY_EVERY_SECONDS", 60),
+    },
+    "scheduler-cycle": {
+        "task": "scheduler.tasks.scheduler_cycle_all",
+        "schedule": SCHEDULER_CYCLE_SECONDS,
+        # A cycle older than two periods is stale: the next one supersedes it.
+        "options": {"expires": 2 * SCHEDULER_CYCLE_SECONDS},
+    },
+    "usage-account": {
+        "task": "scheduler.tasks.usage_account",
+        "schedule": SCHEDULER_ACCOUNT_SECONDS,
+    },
+    "nodes-expire-heartbeats": {
+        "task": "scheduler.tasks.nodes_expire_heartbeats",
+        "schedule": SCHEDULER_HEARTBEAT_CHECK_SECONDS,
     },
 }
 

@@ -1,0 +1,68 @@
+"""The budget tree of a cluster as the engine and the usage ledger see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from governance.models import Cluster, Program, Project
+from governance.selectors.tree import shares_at
+from scheduler.engine import BudgetNode
+
+HUNDRED = Decimal("100")
+
+
+@dataclass
+class ClusterBudget:
+    """The tree on one cluster at one instant.
+
+    ``root`` is the engine's ``BudgetNode`` tree (only nodes holding a share; projects
+    without one are unbudgeted for the engine). ``effective`` is each budgeted project's
+    effective share in percent of the cluster. ``keys`` maps project id → the engine's
+    project name (``program-slug/project-slug``: readable in reasons, unique in the org).
+    """
+
+    root: BudgetNode
+    effective: dict[int, Decimal] = field(default_factory=dict)
+    keys: dict[int, str] = field(default_factory=dict)
+
+    def key(self, project_id: int) -> str:
+        """The engine's name for a project (also for projects outside the cluster's org)."""
+        return self.keys.get(project_id) or f"project-{project_id}"
+
+
+def cluster_budget(*, cluster: Cluster, at: datetime) -> ClusterBudget:
+    """The budget tree of ``cluster``'s organization with shares as of ``at``. Four queries.
+
+    Shares follow the effective-dating rule of ``governance.selectors.tree.shares_at``.
+    """
+    shares = shares_at(cluster=cluster, at=at)
+    programs = list(
+        Program.objects.filter(organization_id=cluster.organization_id).only("id", "slug")
+    )
+    projects = list(
+        Project.objects.filter(program__organization_id=cluster.organization_id).only(
+            "id", "slug", "program_id"
+        )
+    )
+    program_slug = {p.id: p.slug for p in programs}
+    organization_slug = cluster.organization.slug
+    budget = ClusterBudget(root=BudgetNode(organization_slug, 100.0, []))
+    program_nodes: dict[int, BudgetNode] = {}
+    for program in programs:
+        share = shares.get(("program", program.id), Decimal(0))
+        if share > 0:
+            node = BudgetNode(program.slug, float(share), [])
+            program_nodes[program.id] = node
+            budget.root.children.append(node)
+    for project in projects:
+        key = f"{program_slug[project.program_id]}/{project.slug}"
+        budget.keys[project.id] = key
+        share = shares.get(("project", project.id), Decimal(0))
+        parent = program_nodes.get(project.program_id)
+        if share > 0 and parent is not None:
+            parent.children.append(BudgetNode(key, float(share), []))
+            program_share = shares[("program", project.program_id)]
+            budget.effective[project.id] = program_share * share / HUNDRED
+    return budget

@@ -1,0 +1,397 @@
+"""A scheduling cycle: read the cluster from the database, run the engine, write its orders.
+
+One cycle at a time per cluster across every worker (a PostgreSQL advisory lock; a cycle
+that cannot take it skips — the one holding it is doing the work). Everything a cycle
+decides is written in one transaction: runs and start orders for starts, stop orders for
+preemptions and drain evictions, drained nodes, the engine's reason and queue position of
+every pending workload, and the ``SchedulingCycle`` record. Workload state changes are
+compare-and-set (row locks on workloads still in the state the cycle read), so a retried or
+overlapping cycle cannot start a workload twice — and the database refuses a second open
+run for one workload in any case.
+
+The engine is rebuilt from the database at every cycle (nodes, running runs, pending
+workloads, the budget tree as of now, charged usage over the sliding window).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from governance.models import Cluster
+from scheduler import engine
+from scheduler.choices import (
+    NodeState,
+    OrderKind,
+    RunEndReason,
+    RunLane,
+    WorkloadState,
+)
+from scheduler.models import Node, Order, Run, RunNode, SchedulingCycle, Workload
+from scheduler.selectors.budget import cluster_budget
+from scheduler.selectors.usage import usage_window_by_project
+from scheduler.services.locks import CYCLE_LOCK, locked_transaction
+from scheduler.services.runs import order_key, stop_order
+
+logger = logging.getLogger(__name__)
+
+REASONS_SUMMARY_SIZE = 20
+
+
+@dataclass
+class _WorkloadRow:
+    id: int
+    project_id: int
+    gpus: int
+    nodes: int
+    min_runtime_seconds: int
+    resumable: bool
+    priority: int
+    submitted_at: datetime
+    state: str
+    engine_reason: str
+    queue_position: int | None
+    declared_duration_seconds: int | None
+    launch_spec: dict
+
+
+@dataclass
+class _State:
+    """What one cycle read from the database."""
+
+    nodes: list[tuple[int, str, int, str]]
+    workloads: dict[int, _WorkloadRow]
+    open_runs: list[tuple[int, int, dict, datetime, datetime | None]]
+    node_ids: dict[str, int] = field(default_factory=dict)
+
+
+def _read_state(cluster: Cluster) -> _State:
+    nodes = list(
+        Node.objects.filter(cluster=cluster)
+        .order_by("name")
+        .values_list("id", "name", "gpus", "state")
+    )
+    rows = Workload.objects.filter(
+        cluster=cluster,
+        state__in=(WorkloadState.PENDING, WorkloadState.RUNNING, WorkloadState.PREEMPTED),
+    ).values_list(
+        "id",
+        "project_id",
+        "gpus",
+        "nodes",
+        "min_runtime_seconds",
+        "resumable",
+        "priority",
+        "submitted_at",
+        "state",
+        "engine_reason",
+        "queue_position",
+        "declared_duration_seconds",
+        "launch_spec",
+    )
+    workloads = {row[0]: _WorkloadRow(*row) for row in rows}
+    open_runs = list(
+        Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
+            "id", "workload_id", "placement", "started_at", "stop_requested_at"
+        )
+    )
+    return _State(
+        nodes=nodes,
+        workloads=workloads,
+        open_runs=open_runs,
+        node_ids={name: node_id for node_id, name, _, _ in nodes},
+    )
+
+
+def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
+    return engine.Workload(
+        id=str(row.id),
+        project=project_key,
+        gpus=row.gpus,
+        submit_time=row.submitted_at.timestamp(),
+        min_runtime=float(row.min_runtime_seconds),
+        resumable=row.resumable,
+        priority=row.priority,
+        nodes=row.nodes,
+    )
+
+
+def _build_scheduler(cluster: Cluster, state: _State, now: datetime, policy: str):
+    budget = cluster_budget(cluster=cluster, at=now)
+    window = float(settings.SCHEDULER_WINDOW_SECONDS)
+    usage = {
+        budget.key(project_id): gpu_seconds
+        for project_id, gpu_seconds in usage_window_by_project(
+            cluster=cluster, now=now, window_seconds=window
+        ).items()
+    }
+    sched = engine.Scheduler(
+        [engine.Node(name, gpus, engine.NodeState(st)) for _, name, gpus, st in state.nodes],
+        budget.root,
+        policy=engine.make_policy(policy),
+        params=engine.PolicyParams(window_seconds=window),
+    )
+    running = 0
+    for _, workload_id, placement, started_at, stop_requested_at in state.open_runs:
+        row = state.workloads.get(workload_id)
+        # A run whose stop was ordered is on its way out: its GPUs already went to the
+        # preemptor (or to nobody, on a draining node). Its workload waits, in state
+        # preempted, until the agent confirms the stop.
+        if stop_requested_at is None and row is not None and row.state == WorkloadState.RUNNING:
+            sched.add_running(
+                _engine_workload(row, budget.key(row.project_id)),
+                placement,
+                started_at.timestamp(),
+            )
+            running += 1
+    for row in state.workloads.values():
+        if row.state == WorkloadState.PENDING:
+            sched.submit(_engine_workload(row, budget.key(row.project_id)))
+    return sched, usage, running
+
+
+def _update_reasons(rows: list[tuple[int, str, str, int | None]]) -> None:
+    """Write (id, expected state, reason, position) to workloads still in that state.
+
+    One statement on PostgreSQL (``UPDATE … FROM unnest(…)``): a cycle rewrites up to every
+    pending workload's reason, and Django's ``bulk_update`` (a CASE per row) is quadratic.
+    """
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        ids, states, reasons, positions = (list(col) for col in zip(*rows, strict=True))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                UPDATE {Workload._meta.db_table} AS w
+                   SET engine_reason = v.reason, queue_position = v.position
+                  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::integer[])
+                       AS v(id, state, reason, position)
+                 WHERE w.id = v.id AND w.state = v.state
+                """,
+                [ids, states, reasons, positions],
+            )
+        return
+    for workload_id, state, reason, position in rows:
+        Workload.objects.filter(pk=workload_id, state=state).update(
+            engine_reason=reason, queue_position=position
+        )
+
+
+def _apply(
+    cluster: Cluster, state: _State, result, now: datetime, started_workloads: set[int]
+) -> tuple[int, int, int, list[str]]:
+    """Write the engine's decisions; returns (starts, preemptions, orders, drained nodes)."""
+    orders: list[Order] = []
+    reasons: dict[int, tuple[str, str, int | None]] = {}
+
+    # --- starts -----------------------------------------------------------------------
+    wanted = {int(s.workload_id): s for s in result.starts}
+    startable = set(
+        Workload.objects.select_for_update()
+        .filter(id__in=wanted, state=WorkloadState.PENDING)
+        .values_list("id", flat=True)
+    )
+    if len(startable) < len(wanted):
+        logger.info(
+            "cycle %s: %d starts skipped (changed meanwhile)",
+            cluster.id,
+            len(wanted) - len(startable),
+        )
+    history: dict[int, list[tuple[int, datetime, datetime | None]]] = defaultdict(list)
+    for workload_id, attempt, started_at, ended_at in Run.objects.filter(
+        workload_id__in=startable
+    ).values_list("workload_id", "attempt", "started_at", "ended_at"):
+        history[workload_id].append((attempt, started_at, ended_at))
+    runs: list[Run] = []
+    for workload_id in sorted(startable):
+        start = wanted[workload_id]
+        row = state.workloads[workload_id]
+        past = history.get(workload_id, [])
+        runs.append(
+            Run(
+                workload_id=workload_id,
+                attempt=max((a for a, _, _ in past), default=0) + 1,
+                project_id=row.project_id,
+                cluster_id=cluster.id,
+                gpus=row.gpus,
+                lane=RunLane.FREE if row.min_runtime_seconds == 0 else RunLane.CHARGED,
+                placement=dict(start.placement),
+                started_at=now,
+                start_reason=start.reason,
+                accounted_until=now,
+            )
+        )
+    Run.objects.bulk_create(runs)
+    run_nodes: list[RunNode] = []
+    for run in runs:
+        row = state.workloads[run.workload_id]
+        remaining = None
+        if row.declared_duration_seconds is not None:
+            done = 0.0
+            if row.resumable:
+                done = sum(
+                    (e - s).total_seconds() for _, s, e in history.get(run.workload_id, []) if e
+                )
+            remaining = max(0.0, row.declared_duration_seconds - done)
+        for node_name, gpus in run.placement.items():
+            node_id = state.node_ids[node_name]
+            run_nodes.append(RunNode(run_id=run.id, node_id=node_id, gpus=gpus))
+            orders.append(
+                Order(
+                    kind=OrderKind.START,
+                    cluster_id=cluster.id,
+                    node_id=node_id,
+                    run_id=run.id,
+                    idempotency_key=order_key(OrderKind.START, run.id, node_id),
+                    payload={
+                        "workload": run.workload_id,
+                        "run": run.id,
+                        "attempt": run.attempt,
+                        "gpus": gpus,
+                        "gang_nodes": sorted(run.placement),
+                        "launch_spec": row.launch_spec,
+                        "resumable": row.resumable,
+                        "declared_duration_seconds": row.declared_duration_seconds,
+                        "remaining_seconds": remaining,
+                    },
+                    created_at=now,
+                )
+            )
+        reasons[run.workload_id] = (WorkloadState.RUNNING, wanted[run.workload_id].reason, None)
+    RunNode.objects.bulk_create(run_nodes)
+    Workload.objects.filter(id__in=startable).update(
+        state=WorkloadState.RUNNING,
+        state_changed_at=now,
+        first_started_at=Coalesce("first_started_at", Value(now)),
+    )
+    started_workloads.update(startable)
+
+    # --- preemptions and drain evictions ---------------------------------------------
+    victims = {int(p.workload_id): p for p in result.preemptions}
+    evictable = set(
+        Workload.objects.select_for_update()
+        .filter(id__in=victims, state=WorkloadState.RUNNING)
+        .values_list("id", flat=True)
+    )
+    open_by_workload = {
+        workload_id: run_id
+        for run_id, workload_id, _, _, stop_requested_at in state.open_runs
+        if stop_requested_at is None
+    }
+    stopping = []
+    for workload_id in sorted(evictable):
+        run_id = open_by_workload.get(workload_id)
+        if run_id is None:
+            continue
+        p = victims[workload_id]
+        reason = RunEndReason.PREEMPTED if p.kind == "preempt" else RunEndReason.DRAINED
+        stopping.append(
+            Run(
+                id=run_id,
+                workload_id=workload_id,
+                cluster_id=cluster.id,
+                stop_requested_at=now,
+                stop_reason=reason,
+                stop_explanation=p.reason,
+                preempted_by_id=int(p.by) if p.by else None,
+            )
+        )
+        reasons[workload_id] = (WorkloadState.PREEMPTED, p.reason, None)
+    # The workload row locks above are the compare-and-set: a run that ended or began
+    # stopping since the read moved its workload out of ``running`` first.
+    Run.objects.bulk_update(
+        stopping, ["stop_requested_at", "stop_reason", "stop_explanation", "preempted_by"]
+    )
+    stop_nodes = RunNode.objects.filter(run_id__in=[r.id for r in stopping]).values_list(
+        "run_id", "node_id"
+    )
+    by_id = {r.id: r for r in stopping}
+    for run_id, node_id in stop_nodes:
+        orders.append(
+            stop_order(
+                run=by_id[run_id], node_id=node_id, reason=by_id[run_id].stop_reason, now=now
+            )
+        )
+    Workload.objects.filter(id__in=[r.workload_id for r in stopping]).update(
+        state=WorkloadState.PREEMPTED, state_changed_at=now, queue_position=None
+    )
+    Order.objects.bulk_create(orders)
+
+    # --- drained nodes: draining and nothing left on them (stopping runs still count) ---
+    busy = {name for _, _, placement, _, _ in state.open_runs for name in placement}
+    busy |= {name for run in runs for name in run.placement}
+    drained = [
+        name for _, name, _, st in state.nodes if st == NodeState.DRAINING and name not in busy
+    ]
+    if drained:
+        Node.objects.filter(cluster=cluster, name__in=drained, state=NodeState.DRAINING).update(
+            state=NodeState.DRAINED,
+            state_reason="Drained: no workload left on the node.",
+            state_changed_at=now,
+        )
+
+    # --- reasons and queue positions of pending workloads -----------------------------
+    position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
+    for row in state.workloads.values():
+        if row.state != WorkloadState.PENDING or row.id in reasons:
+            continue
+        reason = result.reasons.get(str(row.id), "")
+        pos = position.get(row.id)
+        if reason != row.engine_reason or pos != row.queue_position:
+            reasons[row.id] = (WorkloadState.PENDING, reason, pos)
+    _update_reasons([(wid, st, text, pos) for wid, (st, text, pos) in reasons.items()])
+    return len(runs), len(stopping), len(orders), drained
+
+
+def scheduling_cycle_run(
+    *, cluster_id: int, now: datetime | None = None, policy: str | None = None
+) -> SchedulingCycle | None:
+    """Run one scheduling cycle for the cluster; ``None`` when another one holds the lock.
+
+    ``now`` defaults to the time the lock was taken. The engine's policy is
+    ``SCHEDULER_POLICY`` unless ``policy`` names another.
+    """
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    policy = policy or settings.SCHEDULER_POLICY
+    with locked_transaction(CYCLE_LOCK, cluster.id, wait=False) as held:
+        if not held:
+            logger.info("cycle %s skipped: another cycle holds the lock", cluster.id)
+            return None
+        pause = settings.SCHEDULER_CYCLE_PAUSE_SECONDS
+        if pause:
+            # Fault injection for the failure tests (kill -9 a worker mid-cycle); 0 otherwise.
+            time.sleep(pause)
+        now = now or timezone.now()
+        began = time.perf_counter()
+        state = _read_state(cluster)
+        sched, usage, running = _build_scheduler(cluster, state, now, policy)
+        pending = sched.pending_count()
+        result = sched.cycle(now.timestamp(), usage, explain=True)
+        started: set[int] = set()
+        starts, preemptions, orders, drained = _apply(cluster, state, result, now, started)
+        summary = Counter(result.reasons.values()).most_common(REASONS_SUMMARY_SIZE)
+        return SchedulingCycle.objects.create(
+            cluster=cluster,
+            started_at=now,
+            duration_seconds=time.perf_counter() - began,
+            policy=policy,
+            pending=pending,
+            running=running,
+            starts=starts,
+            preemptions=preemptions,
+            orders=orders,
+            drained_nodes=drained,
+            reasons_summary=dict(summary),
+        )

@@ -1,0 +1,180 @@
+"""Node states: operator actions (drain, undrain, mark down) and heartbeat expiry.
+
+A drain is carried out by the engine at each cycle: nothing new lands on a draining node,
+each of its workloads is evicted once it passes its minimum runtime, and the node becomes
+``drained`` when no run is left on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.choices import NodeState, NodeStateSource, RunEndReason
+from scheduler.models import Node, Run
+from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
+from scheduler.services.runs import cycle_enqueue, run_end
+
+
+def _set_state(
+    *, node: Node, allowed: tuple[str, ...], state: str, source: str, actor, reason: str, now
+) -> bool:
+    """Compare-and-set the node's state; ``True`` when this call changed it."""
+    return (
+        Node.objects.filter(pk=node.pk, state__in=allowed).update(
+            state=state,
+            state_source=source,
+            state_reason=reason,
+            state_changed_at=now,
+            state_changed_by=actor,
+        )
+        == 1
+    )
+
+
+def node_drain(*, node: Node, actor, reason: str = "", now: datetime | None = None) -> Node:
+    """Mark a healthy node for repair: it takes nothing new and empties as runs pass their
+    minimum runtime (the engine evicts them; no one negotiates with job owners).
+
+    Draining an already draining or drained node changes nothing; a down node cannot drain.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        changed = _set_state(
+            node=node,
+            allowed=(NodeState.HEALTHY,),
+            state=NodeState.DRAINING,
+            source=NodeStateSource.OPERATOR,
+            actor=actor,
+            reason=reason or "Drain requested.",
+            now=now,
+        )
+        node.refresh_from_db()
+        if not changed and node.state == NodeState.DOWN:
+            raise ValidationError({"state": [f"{node.name} is down; it cannot be drained."]})
+        if changed:
+            cycle_enqueue(cluster_id=node.cluster_id)
+    return node
+
+
+def node_undrain(*, node: Node, actor, now: datetime | None = None) -> Node:
+    """Return a draining or drained node to service (healthy)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        changed = _set_state(
+            node=node,
+            allowed=(NodeState.DRAINING, NodeState.DRAINED),
+            state=NodeState.HEALTHY,
+            source=NodeStateSource.OPERATOR,
+            actor=actor,
+            reason="Returned to service.",
+            now=now,
+        )
+        node.refresh_from_db()
+        if not changed and node.state == NodeState.DOWN:
+            raise ValidationError({"state": [f"{node.name} is down; bring its agent back."]})
+        if changed:
+            cycle_enqueue(cluster_id=node.cluster_id)
+    return node
+
+
+def _end_runs_on(node: Node, *, now: datetime) -> int:
+    runs = list(Run.objects.filter(run_nodes__node=node, ended_at__isnull=True))
+    for run in runs:
+        run_end(
+            run=run,
+            reason=RunEndReason.NODE_DOWN,
+            now=now,
+            reporting_node=node,
+            explanation=f"node {node.name} went down",
+        )
+    return len(runs)
+
+
+def node_mark_down(
+    *,
+    node: Node,
+    actor=None,
+    reason: str = "",
+    now: datetime | None = None,
+    source: str = NodeStateSource.OPERATOR,
+) -> Node:
+    """Take a node out: its runs end now (``node_down``) and their workloads are requeued.
+
+    An operator's "down" stays until an operator returns the node with ``node_bring_up``;
+    a down set by heartbeat expiry (``source=system``) ends at the agent's next heartbeat.
+    """
+    now = now or timezone.now()
+    with locked_transaction(ACCOUNTING_LOCK, node.cluster_id, wait=True):
+        _set_state(
+            node=node,
+            allowed=(NodeState.HEALTHY, NodeState.DRAINING, NodeState.DRAINED),
+            state=NodeState.DOWN,
+            source=source,
+            actor=actor,
+            reason=reason or "Marked down.",
+            now=now,
+        )
+        _end_runs_on(node, now=now)
+        node.refresh_from_db()
+    return node
+
+
+def node_bring_up(*, node: Node, actor, now: datetime | None = None) -> Node:
+    """Return a down node to service (an operator's decision after a repair)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if _set_state(
+            node=node,
+            allowed=(NodeState.DOWN,),
+            state=NodeState.HEALTHY,
+            source=NodeStateSource.OPERATOR,
+            actor=actor,
+            reason="Brought back up.",
+            now=now,
+        ):
+            cycle_enqueue(cluster_id=node.cluster_id)
+        node.refresh_from_db()
+    return node
+
+
+def nodes_expire_heartbeats(*, now: datetime | None = None) -> list[Node]:
+    """Mark down every node whose agent has been silent for SCHEDULER_AGENT_TIMEOUT_SECONDS.
+
+    Their runs end now (``node_down``) and their workloads are requeued. Nodes that never
+    heartbeated (no agent, e.g. the simulated executor's) are left alone. When the agent
+    heartbeats again, the node comes back healthy (``node_heartbeat``).
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.SCHEDULER_AGENT_TIMEOUT_SECONDS)
+    expired = []
+    silent = Node.objects.filter(
+        state__in=(NodeState.HEALTHY, NodeState.DRAINING, NodeState.DRAINED),
+        last_heartbeat__lt=cutoff,
+    )
+    for node in silent:
+        with locked_transaction(ACCOUNTING_LOCK, node.cluster_id, wait=True):
+            # Compare-and-set: a heartbeat that arrived meanwhile keeps the node up.
+            changed = (
+                Node.objects.filter(
+                    pk=node.pk,
+                    state__in=(NodeState.HEALTHY, NodeState.DRAINING, NodeState.DRAINED),
+                    last_heartbeat__lt=cutoff,
+                ).update(
+                    state=NodeState.DOWN,
+                    state_source=NodeStateSource.SYSTEM,
+                    state_reason=f"No heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S}.",
+                    state_changed_at=now,
+                    state_changed_by=None,
+                )
+                == 1
+            )
+            if changed:
+                _end_runs_on(node, now=now)
+                node.refresh_from_db()
+                expired.append(node)
+    return expired

@@ -1,0 +1,314 @@
+"""The usage ledger: closing intervals of runs, charging them, rolling them up per hour.
+
+Charging rule (docs/live-loop.md, "Charging"):
+- a run of a free-lane workload (minimum runtime 0) is charged ``free``;
+- otherwise, in each hour, a project's first *cap* GPU-seconds are ``budgeted`` and the rest
+  ``burst``, where cap = its effective share x the cluster's healthy GPUs x 3600 as of the
+  moment the interval is accounted. Intervals are charged in time order (then run id), so
+  within an hour earlier usage is budgeted first; an interval that crosses the cap is split
+  into a budgeted and a burst ledger row at the exact microsecond. A project with no share
+  has cap 0: all its charged usage is burst (unbudgeted).
+The ledger rows keep the class they were charged with; ``usage_rebuild`` only re-sums them.
+
+Every interval lies inside one UTC hour, so the hourly rollup (``UsageHour``) is a plain sum
+of ledger rows and is updated incrementally here (never by rescanning the ledger).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_DOWN, Decimal
+
+from django.db.models import F, Q, Sum
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from governance.models import Cluster
+from scheduler.choices import DEMAND_STATES, Charge, NodeState, RunLane
+from scheduler.models import (
+    AccountingCursor,
+    EntitlementRecord,
+    Node,
+    Run,
+    UsageHour,
+    UsageRecord,
+    Workload,
+)
+from scheduler.selectors.budget import ClusterBudget, cluster_budget
+from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
+
+HOUR = timedelta(hours=1)
+MICROSECOND = timedelta(microseconds=1)
+SIX_PLACES = Decimal("0.000001")
+ZERO = Decimal(0)
+ROLLUP_FIELDS = (
+    "budgeted_gpu_seconds",
+    "burst_gpu_seconds",
+    "free_gpu_seconds",
+    "entitled_gpu_seconds",
+    "demand_gpu_seconds",
+)
+CHARGE_FIELD = {
+    Charge.BUDGETED: "budgeted_gpu_seconds",
+    Charge.BURST: "burst_gpu_seconds",
+    Charge.FREE: "free_gpu_seconds",
+}
+
+
+def hour_pieces(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, datetime]]:
+    """Split ``[start, end)`` at UTC hour boundaries: ``(hour, piece start, piece end)``."""
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    while start < end:
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        stop = min(end, hour + HOUR)
+        yield hour, start, stop
+        start = stop
+
+
+def gpu_seconds(gpus: int, start: datetime, end: datetime) -> Decimal:
+    """Exactly ``gpus`` x (end - start) in seconds, to the microsecond."""
+    return Decimal(gpus * ((end - start) // MICROSECOND)).scaleb(-6)
+
+
+def _rate_seconds(percent: Decimal, gpus: int, start: datetime, end: datetime) -> Decimal:
+    """``percent`` % of ``gpus`` GPUs over ``[start, end)``, in GPU-seconds (6 places, down)."""
+    return (percent / 100 * gpu_seconds(gpus, start, end)).quantize(SIX_PLACES, ROUND_DOWN)
+
+
+@dataclass
+class _Rollup:
+    """The ``UsageHour`` rows one accounting pass touches, locked and updated in memory."""
+
+    cluster_id: int
+    rows: dict[tuple[int, datetime], UsageHour]
+    new: set[tuple[int, datetime]]
+
+    @classmethod
+    def load(cls, cluster_id: int, keys: Iterable[tuple[int, datetime]]) -> _Rollup:
+        keys = set(keys)
+        rows: dict[tuple[int, datetime], UsageHour] = {}
+        hours = {hour for _, hour in keys}
+        projects = {project for project, _ in keys}
+        if keys:
+            existing = UsageHour.objects.select_for_update().filter(
+                cluster_id=cluster_id, hour__in=hours, project_id__in=projects
+            )
+            rows = {(r.project_id, r.hour.astimezone(UTC)): r for r in existing}
+        new = set()
+        for key in keys - rows.keys():
+            rows[key] = UsageHour(cluster_id=cluster_id, project_id=key[0], hour=key[1])
+            new.add(key)
+        return cls(cluster_id, rows, new)
+
+    def add(self, project_id: int, hour: datetime, field: str, amount: Decimal) -> None:
+        row = self.rows[(project_id, hour)]
+        setattr(row, field, Decimal(getattr(row, field)) + amount)
+
+    def charged(self, project_id: int, hour: datetime) -> Decimal:
+        row = self.rows[(project_id, hour)]
+        return Decimal(row.budgeted_gpu_seconds) + Decimal(row.burst_gpu_seconds)
+
+    def save(self) -> None:
+        created = [self.rows[k] for k in self.new]
+        existing = [r for k, r in self.rows.items() if k not in self.new]
+        UsageHour.objects.bulk_create(created)
+        UsageHour.objects.bulk_update(existing, ROLLUP_FIELDS)
+
+
+def _healthy_gpus(cluster_id: int) -> int:
+    return (
+        Node.objects.filter(cluster_id=cluster_id, state=NodeState.HEALTHY).aggregate(
+            total=Sum("gpus")
+        )["total"]
+        or 0
+    )
+
+
+def _account_runs(
+    *, cluster: Cluster, runs: list[Run], now: datetime, budget: ClusterBudget, healthy_gpus: int
+) -> int:
+    """Write ledger rows for ``runs`` from ``accounted_until`` to their end (or ``now``).
+
+    The caller holds the cluster's accounting lock. Returns the number of ledger rows.
+    """
+    pieces = []  # (piece start, run id, run, hour, piece end)
+    for run in runs:
+        until = min(run.ended_at, now) if run.ended_at else now
+        for hour, start, end in hour_pieces(run.accounted_until, until):
+            pieces.append((start, run.id, run, hour, end))
+    pieces.sort(key=lambda p: (p[0], p[1]))
+    rollup = _Rollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
+    records: list[UsageRecord] = []
+
+    def record(run: Run, hour: datetime, start: datetime, end: datetime, charge: str) -> None:
+        amount = gpu_seconds(run.gpus, start, end)
+        records.append(
+            UsageRecord(
+                run_id=run.id,
+                project_id=run.project_id,
+                cluster_id=cluster.id,
+                interval_start=start,
+                interval_end=end,
+                gpus=run.gpus,
+                gpu_seconds=amount,
+                charge=charge,
+            )
+        )
+        rollup.add(run.project_id, hour, CHARGE_FIELD[charge], amount)
+
+    for start, _, run, hour, end in pieces:
+        if run.lane == RunLane.FREE:
+            record(run, hour, start, end, Charge.FREE)
+            continue
+        share = budget.effective.get(run.project_id, ZERO)
+        cap = _rate_seconds(share, healthy_gpus, hour, hour + HOUR)
+        room = cap - rollup.charged(run.project_id, hour)
+        amount = gpu_seconds(run.gpus, start, end)
+        if amount <= room:
+            record(run, hour, start, end, Charge.BUDGETED)
+            continue
+        # Split at the last microsecond that still fits under the cap.
+        split = start + MICROSECOND * int(max(room, ZERO).scaleb(6) // run.gpus)
+        if split > start:
+            record(run, hour, start, split, Charge.BUDGETED)
+        record(run, hour, split, end, Charge.BURST)
+
+    UsageRecord.objects.bulk_create(records)
+    rollup.save()
+    by_until: dict[datetime, list[int]] = defaultdict(list)
+    for run in runs:
+        until = min(run.ended_at, now) if run.ended_at else now
+        if until > run.accounted_until:
+            by_until[until].append(run.id)
+            run.accounted_until = until
+    for until, ids in by_until.items():
+        Run.objects.filter(id__in=ids).update(accounted_until=until)
+    return len(records)
+
+
+def run_account(*, run: Run, now: datetime) -> int:
+    """Close the ledger of one run up to its end (or ``now``); the caller holds the lock.
+
+    Called by ``run_end`` inside the transaction that ends the run, so a stop is charged
+    exactly up to its end.
+    """
+    cluster = Cluster.objects.get(pk=run.cluster_id)
+    return _account_runs(
+        cluster=cluster,
+        runs=[run],
+        now=now,
+        budget=cluster_budget(cluster=cluster, at=now),
+        healthy_gpus=_healthy_gpus(cluster.id),
+    )
+
+
+def _account_entitlement(
+    *, cluster: Cluster, now: datetime, budget: ClusterBudget, healthy_gpus: int
+) -> int:
+    """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it."""
+    cursor, created = AccountingCursor.objects.select_for_update().get_or_create(
+        cluster=cluster, defaults={"accounted_until": now}
+    )
+    if created or cursor.accounted_until >= now:
+        return 0
+    demand = dict(
+        Workload.objects.filter(cluster=cluster, state__in=DEMAND_STATES)
+        .values_list("project_id")
+        .annotate(total=Sum("gpus"))
+    )
+    projects = {p for p, share in budget.effective.items() if share > 0} | {
+        p for p, gpus in demand.items() if gpus
+    }
+    pieces = list(hour_pieces(cursor.accounted_until, now))
+    rollup = _Rollup.load(cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces})
+    records = []
+    for project_id in sorted(projects):
+        share = budget.effective.get(project_id, ZERO)
+        wanted = demand.get(project_id, 0)
+        for hour, start, end in pieces:
+            entitled = _rate_seconds(share, healthy_gpus, start, end)
+            asked = gpu_seconds(wanted, start, end)
+            records.append(
+                EntitlementRecord(
+                    project_id=project_id,
+                    cluster_id=cluster.id,
+                    interval_start=start,
+                    interval_end=end,
+                    effective_share=share,
+                    healthy_gpus=healthy_gpus,
+                    demand_gpus=wanted,
+                    entitled_gpu_seconds=entitled,
+                    demand_gpu_seconds=asked,
+                )
+            )
+            rollup.add(project_id, hour, "entitled_gpu_seconds", entitled)
+            rollup.add(project_id, hour, "demand_gpu_seconds", asked)
+    EntitlementRecord.objects.bulk_create(records)
+    rollup.save()
+    cursor.accounted_until = now
+    cursor.save(update_fields=["accounted_until"])
+    return len(records)
+
+
+def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
+    """Close the ledger of every running run of ``cluster`` up to ``now``; roll it up.
+
+    Also appends entitlement and demand for the interval since the last pass. Idempotent:
+    each run remembers how far it was accounted and ledger rows are unique per
+    ``(run, interval_start)``, so a retried or concurrent call charges nothing twice.
+    Returns the number of usage ledger rows written.
+    """
+    now = now or timezone.now()
+    with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
+        runs = list(
+            Run.objects.filter(cluster=cluster)
+            .filter(Q(ended_at__isnull=True) | Q(accounted_until__lt=F("ended_at")))
+            .only("id", "project_id", "gpus", "lane", "accounted_until", "ended_at")
+        )
+        budget = cluster_budget(cluster=cluster, at=now)
+        healthy = _healthy_gpus(cluster.id)
+        written = _account_runs(
+            cluster=cluster, runs=runs, now=now, budget=budget, healthy_gpus=healthy
+        )
+        _account_entitlement(cluster=cluster, now=now, budget=budget, healthy_gpus=healthy)
+    return written
+
+
+def usage_rebuild(*, cluster: Cluster) -> int:
+    """Rebuild ``cluster``'s hourly rollup from the two ledgers; returns the rows written.
+
+    The rollup is a cache: this must give exactly what incremental accounting gave.
+    """
+    with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
+        rows: dict[tuple[int, datetime], UsageHour] = {}
+
+        def row(project_id: int, hour: datetime) -> UsageHour:
+            key = (project_id, hour.astimezone(UTC))
+            if key not in rows:
+                rows[key] = UsageHour(cluster_id=cluster.id, project_id=key[0], hour=key[1])
+            return rows[key]
+
+        usage = (
+            UsageRecord.objects.filter(cluster=cluster)
+            .annotate(hour=TruncHour("interval_start", tzinfo=UTC))
+            .values_list("project_id", "hour", "charge")
+            .annotate(total=Sum("gpu_seconds"))
+        )
+        for project_id, hour, charge, total in usage:
+            setattr(row(project_id, hour), CHARGE_FIELD[charge], total)
+        entitlement = (
+            EntitlementRecord.objects.filter(cluster=cluster)
+            .annotate(hour=TruncHour("interval_start", tzinfo=UTC))
+            .values_list("project_id", "hour")
+            .annotate(entitled=Sum("entitled_gpu_seconds"), demand=Sum("demand_gpu_seconds"))
+        )
+        for project_id, hour, entitled, demand in entitlement:
+            target = row(project_id, hour)
+            target.entitled_gpu_seconds = entitled
+            target.demand_gpu_seconds = demand
+        UsageHour.objects.filter(cluster=cluster).delete()
+        UsageHour.objects.bulk_create(rows.values())
+    return len(rows)

@@ -1,0 +1,162 @@
+"""Workloads: submission (validated at the boundary) and cancellation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from governance.models import Cluster, Project
+from scheduler.choices import FINAL_STATES, RunEndReason, WorkloadState
+from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Run, Workload
+from scheduler.services.runs import cycle_enqueue, run_request_stop
+
+
+def _validate(
+    *,
+    project: Project,
+    cluster: Cluster,
+    name: str,
+    gpus: int,
+    nodes: int,
+    min_runtime_seconds: int,
+    launch_spec: dict,
+    declared_duration_seconds: int | None,
+) -> None:
+    errors: dict[str, list[str]] = {}
+    if not name or not str(name).strip():
+        errors["name"] = ["Give the workload a name."]
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        errors["gpus"] = ["Must be a whole number of GPUs, at least 1."]
+    elif gpus > cluster.total_gpus:
+        errors["gpus"] = [f"{cluster.name} has {cluster.total_gpus} GPUs; asked for {gpus}."]
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        errors["nodes"] = ["Must be a whole number of nodes, at least 1."]
+    elif "gpus" not in errors:
+        if nodes > 1 and gpus != nodes * cluster.gpus_per_node:
+            errors["nodes"] = [
+                f"A gang takes whole nodes: {nodes} nodes x {cluster.gpus_per_node} GPUs "
+                f"= {nodes * cluster.gpus_per_node} GPUs, not {gpus}."
+            ]
+        elif nodes == 1 and gpus > cluster.gpus_per_node:
+            errors["nodes"] = [
+                f"{gpus} GPUs do not fit on one node of {cluster.gpus_per_node}; "
+                f"ask for {-(-gpus // cluster.gpus_per_node)} whole nodes."
+            ]
+    if (
+        not isinstance(min_runtime_seconds, int)
+        or isinstance(min_runtime_seconds, bool)
+        or not 0 <= min_runtime_seconds <= MAX_MIN_RUNTIME_SECONDS
+    ):
+        errors["min_runtime_seconds"] = [
+            f"Must be between 0 and {MAX_MIN_RUNTIME_SECONDS} seconds (8 h)."
+        ]
+    if declared_duration_seconds is not None and (
+        not isinstance(declared_duration_seconds, int) or declared_duration_seconds < 1
+    ):
+        errors["declared_duration_seconds"] = ["Must be a positive number of seconds."]
+    if not isinstance(launch_spec, dict):
+        errors["launch_spec"] = ['Must be an object: {"command": [...]} or {"image": ...}.']
+    elif (
+        not (launch_spec.get("command") or launch_spec.get("image"))
+        and declared_duration_seconds is None
+    ):
+        # A simulated workload (declared duration) needs nothing to run; a real one does.
+        errors["launch_spec"] = ['Give a "command" or an "image" to run.']
+    if project.program.organization_id != cluster.organization_id:
+        errors["project"] = [f"{project} is not budgeted in {cluster.name}'s organization."]
+    if errors:
+        raise ValidationError(errors)
+
+
+def workload_submit(
+    *,
+    project: Project,
+    cluster: Cluster,
+    name: str,
+    gpus: int,
+    nodes: int = 1,
+    min_runtime_seconds: int = 0,
+    resumable: bool = True,
+    priority: int = 0,
+    launch_spec: dict | None = None,
+    declared_duration_seconds: int | None = None,
+    submitted_by=None,
+    now: datetime | None = None,
+) -> Workload:
+    """Queue a workload; a scheduling cycle for its cluster runs once this commits.
+
+    Validates the request (``ValidationError`` naming the field). Whether the submitter may
+    use ``project`` is the caller's check (the visibility selector).
+    """
+    launch_spec = {} if launch_spec is None else launch_spec
+    _validate(
+        project=project,
+        cluster=cluster,
+        name=name,
+        gpus=gpus,
+        nodes=nodes,
+        min_runtime_seconds=min_runtime_seconds,
+        launch_spec=launch_spec,
+        declared_duration_seconds=declared_duration_seconds,
+    )
+    now = now or timezone.now()
+    with transaction.atomic():
+        workload = Workload.objects.create(
+            project=project,
+            cluster=cluster,
+            submitted_by=submitted_by,
+            name=name.strip(),
+            gpus=gpus,
+            nodes=nodes,
+            min_runtime_seconds=min_runtime_seconds,
+            resumable=resumable,
+            priority=priority,
+            launch_spec=launch_spec,
+            declared_duration_seconds=declared_duration_seconds,
+            submitted_at=now,
+            state_changed_at=now,
+            engine_reason="Submitted; waiting for the next scheduling cycle.",
+        )
+        cycle_enqueue(cluster_id=cluster.id)
+    return workload
+
+
+def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = None) -> Workload:
+    """Cancel a workload. Pending: at once. Running: stop orders; its run ends on the ack.
+
+    A workload already succeeded, failed or cancelled is returned unchanged.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().get(pk=workload.pk)
+        if workload.state in FINAL_STATES:
+            return workload
+        open_run = Run.objects.filter(workload=workload, ended_at__isnull=True).first()
+        workload.state = WorkloadState.CANCELLED
+        workload.state_changed_at = now
+        workload.queue_position = None
+        who = f" by {actor}" if actor else ""
+        workload.engine_reason = f"Cancelled{who}."
+        if open_run is None:
+            workload.finished_at = now
+        workload.save(
+            update_fields=[
+                "state",
+                "state_changed_at",
+                "queue_position",
+                "engine_reason",
+                "finished_at",
+            ]
+        )
+        if open_run is not None and open_run.stop_requested_at is None:
+            run_request_stop(
+                run=open_run,
+                reason=RunEndReason.CANCELLED,
+                explanation=f"cancelled{who}",
+                now=now,
+            )
+        cycle_enqueue(cluster_id=workload.cluster_id)
+    return workload

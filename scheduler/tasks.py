@@ -1,0 +1,78 @@
+"""Celery tasks of the live loop: thin wrappers that take ids and call one service.
+
+All are idempotent, acknowledged late (a killed worker's task is redelivered), time-limited,
+and retried a bounded number of times when the database or the broker drops the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+logger = logging.getLogger(__name__)
+
+RETRY = {
+    "acks_late": True,
+    "autoretry_for": (OperationalError, InterfaceError, ConnectionError),
+    "max_retries": 5,
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+}
+
+
+def _close_broken_connection() -> None:
+    """Drop a database connection the server closed (e.g. PostgreSQL restarted)."""
+    from django.db import connection
+
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
+
+
+@shared_task(soft_time_limit=50, time_limit=60, **RETRY)
+def scheduler_cycle(cluster_id: int) -> int | None:
+    """Run one scheduling cycle for a cluster (skips when another worker is running one)."""
+    from scheduler.services.cycle import scheduling_cycle_run
+
+    _close_broken_connection()
+    record = scheduling_cycle_run(cluster_id=cluster_id)
+    return record.pk if record else None
+
+
+@shared_task(soft_time_limit=20, time_limit=30, **RETRY)
+def scheduler_cycle_all() -> int:
+    """Beat entry: enqueue a cycle for every cluster that has nodes."""
+    from scheduler.models import Node
+
+    _close_broken_connection()
+    cluster_ids = sorted(set(Node.objects.values_list("cluster_id", flat=True)))
+    for cluster_id in cluster_ids:
+        scheduler_cycle.delay(cluster_id)
+    return len(cluster_ids)
+
+
+@shared_task(soft_time_limit=100, time_limit=120, **RETRY)
+def usage_account() -> int:
+    """Close the usage ledger of every running run up to now and roll it up."""
+    from governance.models import Cluster
+    from scheduler.models import Node
+    from scheduler.services.usage import usage_account as account
+
+    _close_broken_connection()
+    written = 0
+    for cluster in Cluster.objects.filter(
+        id__in=Node.objects.values("cluster_id").distinct()
+    ).order_by("id"):
+        written += account(cluster=cluster)
+    return written
+
+
+@shared_task(soft_time_limit=50, time_limit=60, **RETRY)
+def nodes_expire_heartbeats() -> int:
+    """Mark down nodes whose agents went silent; requeue their workloads."""
+    from scheduler.services.nodes import nodes_expire_heartbeats as expire
+
+    _close_broken_connection()
+    return len(expire())

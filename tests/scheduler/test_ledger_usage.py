@@ -1,0 +1,189 @@
+"""The usage ledger: exact GPU-seconds, budgeted/burst/free, hourly rollup, rebuild."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from scheduler.choices import Charge, RunEndReason
+from scheduler.models import EntitlementRecord, Run, UsageHour, UsageRecord
+from scheduler.selectors.usage import usage_window_by_project
+from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.runs import run_end
+from scheduler.services.usage import usage_account, usage_rebuild
+from scheduler.services.workloads import workload_submit
+from tests.scheduler.conftest import build_world, ledger_total, runs_total
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+
+pytestmark = pytest.mark.django_db
+
+
+def start(world, project, *, gpus, nodes=1, min_runtime=600, at=T0) -> Run:
+    workload = workload_submit(
+        project=world.projects[project], cluster=world.cluster, name=f"{project}-{gpus}",
+        gpus=gpus, nodes=nodes, min_runtime_seconds=min_runtime,
+        launch_spec={"command": ["true"]}, now=at,
+    )  # fmt: skip
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=at)
+    return Run.objects.get(workload=workload)
+
+
+def rows(run):
+    return [
+        (r.interval_start, r.interval_end, r.charge, r.gpu_seconds)
+        for r in UsageRecord.objects.filter(run=run).order_by("interval_start")
+    ]
+
+
+def test_intervals_are_closed_each_pass_and_at_the_end_of_the_run(world):
+    run = start(world, "budgeted", gpus=8)
+
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+    usage_account(cluster=world.cluster, now=T0 + 20 * MIN)
+    run_end(run=run, reason=RunEndReason.SUCCEEDED, now=T0 + 30 * MIN)
+
+    assert rows(run) == [
+        (T0, T0 + 10 * MIN, Charge.BUDGETED, Decimal("4800")),
+        (T0 + 10 * MIN, T0 + 20 * MIN, Charge.BUDGETED, Decimal("4800")),
+        (T0 + 20 * MIN, T0 + 30 * MIN, Charge.BUDGETED, Decimal("4800")),
+    ]
+    assert ledger_total(world.cluster) == runs_total(world.cluster) == Decimal("14400")
+
+
+def test_accounting_twice_at_the_same_instant_charges_once(world):
+    run = start(world, "budgeted", gpus=8)
+
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    assert len(rows(run)) == 1
+    assert ledger_total(world.cluster) == Decimal("4800")
+
+
+def test_interval_crossing_an_hour_is_split_at_the_hour(world):
+    run = start(world, "budgeted", gpus=2, at=T0 + 50 * MIN)
+
+    usage_account(cluster=world.cluster, now=T0 + 70 * MIN)
+
+    assert rows(run) == [
+        (T0 + 50 * MIN, T0 + 60 * MIN, Charge.BUDGETED, Decimal("1200")),
+        (T0 + 60 * MIN, T0 + 70 * MIN, Charge.BUDGETED, Decimal("1200")),
+    ]
+
+
+def test_usage_above_the_hours_entitlement_is_burst_split_at_the_exact_instant(db):
+    # 25 % of 16 healthy GPUs = 4 GPUs x 3600 s = 14,400 GPU-s budgeted per hour; a run of
+    # 8 GPUs uses that up in 30 minutes, the rest of the hour is burst.
+    world = build_world(shares={"quarter": "25"})
+    run = start(world, "quarter", gpus=8)
+
+    usage_account(cluster=world.cluster, now=T0 + 60 * MIN)
+
+    assert rows(run) == [
+        (T0, T0 + 30 * MIN, Charge.BUDGETED, Decimal("14400")),
+        (T0 + 30 * MIN, T0 + 60 * MIN, Charge.BURST, Decimal("14400")),
+    ]
+    hour = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
+    assert (hour.budgeted_gpu_seconds, hour.burst_gpu_seconds) == (14400, 14400)
+
+
+def test_burst_cap_is_per_hour_and_shared_by_a_projects_runs(db):
+    world = build_world(shares={"quarter": "25"})
+    first = start(world, "quarter", gpus=4)
+    second = start(world, "quarter", gpus=4)
+
+    usage_account(cluster=world.cluster, now=T0 + 90 * MIN)
+
+    hour_10 = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
+    hour_11 = UsageHour.objects.get(project=world.projects["quarter"], hour=T0 + 60 * MIN)
+    # Each hour: 14,400 budgeted; 8 GPUs x 3600 - 14,400 = 14,400 burst in hour 10;
+    # hour 11 (30 min): 8 x 1800 = 14,400, all inside the cap.
+    assert (hour_10.budgeted_gpu_seconds, hour_10.burst_gpu_seconds) == (14400, 14400)
+    assert (hour_11.budgeted_gpu_seconds, hour_11.burst_gpu_seconds) == (14400, 0)
+    assert ledger_total(world.cluster) == runs_total(world.cluster, now=T0 + 90 * MIN)
+    assert {r.run_id for r in UsageRecord.objects.all()} == {first.id, second.id}
+
+
+def test_unbudgeted_usage_is_burst_and_free_lane_is_free(world):
+    charged = start(world, "unbudgeted", gpus=4, min_runtime=600)
+    free = start(world, "unbudgeted", gpus=2, min_runtime=0)
+
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    assert rows(charged) == [(T0, T0 + 10 * MIN, Charge.BURST, Decimal("2400"))]
+    assert rows(free) == [(T0, T0 + 10 * MIN, Charge.FREE, Decimal("1200"))]
+
+
+def test_entitlement_and_demand_are_recorded_per_interval(db):
+    world = build_world(shares={"quarter": "25", "none": None})
+    start(world, "quarter", gpus=8)
+    usage_account(cluster=world.cluster, now=T0)  # first pass starts the clock
+    workload_submit(
+        project=world.projects["none"], cluster=world.cluster, name="waiting", gpus=16, nodes=2,
+        min_runtime_seconds=0, launch_spec={"command": ["true"]}, now=T0,
+    )  # fmt: skip
+
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    quarter = EntitlementRecord.objects.get(project=world.projects["quarter"])
+    assert (quarter.entitled_gpu_seconds, quarter.demand_gpu_seconds) == (2400, 4800)
+    none = EntitlementRecord.objects.get(project=world.projects["none"])
+    assert (none.entitled_gpu_seconds, none.demand_gpu_seconds) == (0, 9600)
+    hour = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
+    assert (hour.entitled_gpu_seconds, hour.demand_gpu_seconds) == (2400, 4800)
+
+
+def _rollup():
+    return sorted(
+        (
+            r.project_id,
+            r.hour,
+            r.budgeted_gpu_seconds,
+            r.burst_gpu_seconds,
+            r.free_gpu_seconds,
+            r.entitled_gpu_seconds,
+            r.demand_gpu_seconds,
+        )
+        for r in UsageHour.objects.all()
+    )
+
+
+def test_rebuild_from_the_ledger_equals_the_incremental_rollup(db):
+    world = build_world(shares={"quarter": "25", "half": "50", "none": None})
+    usage_account(cluster=world.cluster, now=T0)
+    a = start(world, "quarter", gpus=8, at=T0 + 5 * MIN)
+    start(world, "half", gpus=4, at=T0 + 7 * MIN)
+    start(world, "none", gpus=2, min_runtime=0, at=T0 + 8 * MIN)
+    for minutes in (13, 29, 61, 95):
+        usage_account(cluster=world.cluster, now=T0 + minutes * MIN)
+    run_end(run=a, reason=RunEndReason.FAILED, now=T0 + 100 * MIN)
+    usage_account(cluster=world.cluster, now=T0 + 130 * MIN)
+    incremental = _rollup()
+    assert len(incremental) >= 6
+
+    call_command("rebuild_usage")
+
+    assert _rollup() == incremental
+    assert usage_rebuild(cluster=world.cluster) == len(incremental)
+    assert ledger_total(world.cluster) == runs_total(world.cluster, now=T0 + 130 * MIN)
+
+
+def test_windowed_usage_counts_charged_time_inside_the_window(db):
+    world = build_world(shares={"quarter": "25", "none": None})
+    start(world, "quarter", gpus=8)
+    start(world, "none", gpus=2, min_runtime=0)
+    usage_account(cluster=world.cluster, now=T0 + 60 * MIN)
+
+    inside = usage_window_by_project(cluster=world.cluster, now=T0 + 61 * MIN, window_seconds=7200)
+    later = usage_window_by_project(
+        cluster=world.cluster, now=T0 + 5 * 60 * MIN, window_seconds=7200
+    )
+
+    # The free lane is not charged: it counts for nothing in fair share.
+    assert inside == {world.projects["quarter"].id: 28800.0, world.projects["none"].id: 0.0}
+    assert later == {}

@@ -1,0 +1,136 @@
+"""A scheduling cycle against the database: starts, orders, reasons, preemption, CAS."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler.choices import OrderKind, OrderState, RunEndReason, RunLane, WorkloadState
+from scheduler.models import Order, Run, RunNode, SchedulingCycle
+from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.workloads import workload_cancel, workload_submit
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(world, project="budgeted", *, gpus=8, nodes=1, min_runtime=600, at=T0, **kw):
+    return workload_submit(
+        project=world.projects[project], cluster=world.cluster, name=f"job-{project}-{gpus}",
+        gpus=gpus, nodes=nodes, min_runtime_seconds=min_runtime,
+        launch_spec={"command": ["python", "train.py"]}, now=at, **kw,
+    )  # fmt: skip
+
+
+def test_cycle_starts_a_submitted_workload_with_a_run_and_a_start_order(world):
+    workload = submit(world, gpus=4)
+
+    cycle = scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=5))
+
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.RUNNING
+    assert workload.first_started_at == T0 + timedelta(seconds=5)
+    assert workload.queue_position is None
+    run = Run.objects.get(workload=workload)
+    assert run.attempt == 1
+    assert run.lane == RunLane.CHARGED
+    assert sum(run.placement.values()) == 4
+    (run_node,) = RunNode.objects.filter(run=run)
+    assert run_node.gpus == 4 and run_node.node.name in run.placement
+    (order,) = Order.objects.filter(run=run)
+    assert order.kind == OrderKind.START
+    assert order.state == OrderState.CREATED
+    assert order.node_id == run_node.node_id
+    assert order.idempotency_key == f"start:{run.id}:{run_node.node_id}"
+    assert order.payload["launch_spec"] == {"command": ["python", "train.py"]}
+    assert order.payload["gpus"] == 4
+    assert cycle.starts == 1 and cycle.orders == 1 and cycle.pending == 1
+
+
+def test_a_gang_gets_one_start_order_per_whole_node(world):
+    workload = submit(world, gpus=16, nodes=2)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+
+    run = Run.objects.get(workload=workload)
+    assert run.placement == {"node1": 8, "node2": 8}
+    orders = Order.objects.filter(run=run, kind=OrderKind.START)
+    assert sorted(o.node.name for o in orders) == ["node1", "node2"]
+    assert all(o.payload["gang_nodes"] == ["node1", "node2"] for o in orders)
+
+
+def test_free_lane_run_is_marked_free(world):
+    workload = submit(world, "unbudgeted", gpus=2, min_runtime=0)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+
+    assert Run.objects.get(workload=workload).lane == RunLane.FREE
+
+
+def test_pending_workloads_get_a_reason_and_a_queue_position(world):
+    for _ in range(2):
+        submit(world, gpus=8)
+    waiting_first = submit(world, gpus=8, at=T0 + timedelta(seconds=1))
+    waiting_second = submit(world, "unbudgeted", gpus=8, at=T0 + timedelta(seconds=2))
+
+    cycle = scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=10))
+
+    waiting_first.refresh_from_db()
+    waiting_second.refresh_from_db()
+    assert waiting_first.state == waiting_second.state == WorkloadState.PENDING
+    assert (waiting_first.queue_position, waiting_second.queue_position) == (1, 2)
+    assert "waiting for 8 GPUs" in waiting_first.engine_reason
+    assert "no budget share" in waiting_second.engine_reason
+    assert sum(cycle.reasons_summary.values()) == 2
+
+
+def test_a_second_cycle_does_not_start_anything_twice(world):
+    workload = submit(world, gpus=8)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=5))
+
+    assert Run.objects.filter(workload=workload).count() == 1
+    assert Order.objects.filter(kind=OrderKind.START).count() == 1
+    assert SchedulingCycle.objects.filter(cluster=world.cluster).count() == 2
+
+
+def test_cancelled_pending_workload_is_not_started(world):
+    workload = submit(world, gpus=8)
+    workload_cancel(workload=workload, now=T0)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=5))
+
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.CANCELLED
+    assert not Run.objects.filter(workload=workload).exists()
+
+
+def test_budgeted_work_preempts_free_lane_work_and_stop_orders_go_out(world):
+    free = submit(world, "unbudgeted", gpus=16, nodes=2, min_runtime=0)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    free_run = Run.objects.get(workload=free)
+    budgeted = submit(world, gpus=8, at=T0 + timedelta(seconds=30))
+
+    cycle = scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=60))
+
+    free.refresh_from_db()
+    free_run.refresh_from_db()
+    budgeted.refresh_from_db()
+    assert cycle.preemptions == 1
+    assert free.state == WorkloadState.PREEMPTED
+    assert free_run.ended_at is None  # ends when the agents confirm the stop
+    assert free_run.stop_reason == RunEndReason.PREEMPTED
+    assert free_run.preempted_by_id == budgeted.id
+    stops = Order.objects.filter(run=free_run, kind=OrderKind.STOP)
+    assert sorted(o.node.name for o in stops) == ["node1", "node2"]
+    assert budgeted.state == WorkloadState.RUNNING
+    # The preempted workload is not offered to the engine while its stop is pending.
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=65))
+    assert Run.objects.filter(workload=free).count() == 1
+
+
+def test_cycle_for_unknown_cluster_does_nothing(db):
+    assert scheduling_cycle_run(cluster_id=987654) is None
