@@ -1,0 +1,525 @@
+"""The permission matrix: every page and API route, for six personas and an anonymous visitor.
+
+Routes are GENERATED from the URL configuration (``get_resolver()`` walked recursively), so a
+new route fails ``test_route_has_a_permission_decision`` until someone writes down, in
+``DECISIONS`` below, what each persona gets. The only routes left out are in ``SKIPPED``, each
+with the reason.
+
+For every route the test sends a GET and a POST as each persona (ids are the personas' own
+objects: Vision, Detection, the h100 cluster, the PI's request) and, for routes that take
+ids, again with another program's or organization's object (Language, Translation, a foreign
+cluster, another PI's request) — the cross-tenant checks. Each request runs in a savepoint
+that is rolled back, so one persona's approval does not change what the next one sees.
+
+Outcomes, one per column in ``COLUMNS`` order:
+``200 201 302 400 403 404 405`` — that status (``302``: a redirect that is *not* to sign-in);
+``login`` — a redirect to the sign-in page (pages, for the anonymous visitor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pytest
+from django.conf import settings
+from django.db import transaction
+from django.shortcuts import resolve_url
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.test import APIClient
+
+from governance.models import Allocation
+from governance.services.approvals import approval_request_create
+from tests.factories import ClusterFactory, OrganizationFactory, UserFactory, pi_of
+from tests.personas import PERSONA_NAMES, Personas
+
+pytestmark = pytest.mark.django_db
+
+COLUMNS = (*PERSONA_NAMES, "anonymous")
+
+# Route prefixes left out of the matrix, and why. Everything else must have a decision.
+SKIPPED = {
+    "admin/": "Django admin: staff only, guarded by Django's own is_staff/permission checks.",
+    "accounts/": "django-allauth sign-in, sign-up, sign-out, password reset: open by design.",
+    "api/schema/": "OpenAPI schema: public by design (no data), tested in test_api_schema.py.",
+    "api/docs/": "Swagger UI around the schema: public by design, tested in test_api_schema.py.",
+    "static/": "Static files.",
+}
+
+
+# --- The world the matrix runs in ----------------------------------------------------------
+
+
+@dataclass
+class World:
+    """The personas plus the objects the matrix points at (own and cross-tenant)."""
+
+    p: Personas
+    foreign_organization: object
+    foreign_cluster: object
+    pi_b: object  # PI of Translation (project B1, program Language)
+    request_a: object  # submitted by the PI: Detection 50 → 55 %
+    draft_a: object  # the PI's draft: Detection 50 → 52 %
+    request_b: object  # submitted by pi_b: Translation 70 → 65 %
+    draft_b: object  # pi_b's draft: Translation 70 → 68 %
+    allocation_a1: object
+    allocation_b1: object
+
+
+@pytest.fixture
+def fast_password_hasher(settings):
+    """Hash passwords cheaply; requested before ``personas`` so the personas use it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def world(fast_password_hasher, personas) -> World:
+    p = personas
+    foreign_organization = OrganizationFactory(name="Elsewhere Labs", slug="elsewhere")
+    foreign_cluster = ClusterFactory(organization=foreign_organization)
+    pi_b = UserFactory(username="pi_b")
+    pi_of(p.project_b1, pi_b)
+
+    def ask(actor, parent, node, percent, submit=True):
+        return approval_request_create(
+            actor=actor,
+            parent=parent,
+            cluster=p.cluster,
+            percents={node: Decimal(percent)},
+            reason="Permission matrix.",
+            submit=submit,
+        )
+
+    return World(
+        p=p,
+        foreign_organization=foreign_organization,
+        foreign_cluster=foreign_cluster,
+        pi_b=pi_b,
+        request_a=ask(p.pi, p.program_a, p.project_a1, "55"),
+        draft_a=ask(p.pi, p.program_a, p.project_a1, "52", submit=False),
+        request_b=ask(pi_b, p.program_b, p.project_b1, "65"),
+        draft_b=ask(pi_b, p.program_b, p.project_b1, "68", submit=False),
+        allocation_a1=Allocation.objects.get(project=p.project_a1),
+        allocation_b1=Allocation.objects.get(project=p.project_b1),
+    )
+
+
+# --- Payloads ------------------------------------------------------------------------------
+
+
+def api_split(w: World, program, project, percent: str) -> dict:
+    return {
+        "parent": {"kind": "program", "id": program.pk},
+        "cluster": w.p.cluster.pk,
+        "shares": [{"node": project.pk, "percent": percent}],
+        "reason": "Permission matrix.",
+    }
+
+
+def api_request(w: World, program, project, percent: str) -> dict:
+    return {
+        "parent": {"kind": "program", "id": program.pk},
+        "cluster": w.p.cluster.pk,
+        "lines": [{"node": project.pk, "percent": percent}],
+        "reason": "Permission matrix.",
+    }
+
+
+def page_split(changed, percent: str, sibling, sibling_percent: str) -> dict:
+    """The split editor's form: every editable child's percent (a PI edits only theirs)."""
+    return {
+        f"percent_{changed.pk}": percent,
+        f"percent_{sibling.pk}": sibling_percent,
+        "reason": "Permission matrix.",
+    }
+
+
+def token_payload(w: World, persona: str) -> dict:
+    if persona == "anonymous":
+        return {}
+    return {"username": persona, "password": w.p.password}
+
+
+# --- The one table of decisions ------------------------------------------------------------
+
+SAME_AS_GET = "same as GET"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What each persona gets from one route.
+
+    ``get``/``post`` are seven outcomes in ``COLUMNS`` order for the personas' own objects;
+    ``get_other``/``post_other`` for the cross-tenant object named by ``other``. ``post=None``
+    means the route does not accept POST: every signed-in persona gets 405, the anonymous
+    visitor what they get for GET. ``post=SAME_AS_GET``: the page answers POST like GET.
+    """
+
+    get: str
+    post: str | None = None
+    url: Callable[[World], dict] | None = None
+    other: Callable[[World], dict] | None = None
+    get_other: str | None = None
+    post_other: str | None = None
+    payload: Callable[[World, str], dict] | None = None
+    payload_other: Callable[[World, str], dict] | None = None
+
+
+def _program_a(w):
+    return {"pk": w.p.program_a.pk}
+
+
+def _program_b(w):
+    return {"pk": w.p.program_b.pk}
+
+
+def _project_a1(w):
+    return {"pk": w.p.project_a1.pk}
+
+
+def _project_b1(w):
+    return {"pk": w.p.project_b1.pk}
+
+
+def _request_a(w):
+    return {"pk": w.request_a.pk}
+
+
+def _request_b(w):
+    return {"pk": w.request_b.pk}
+
+
+def _comment(w, persona):
+    return {"comment": "Permission matrix."}
+
+
+# Columns:                  org_admin program_manager pi researcher finance outsider anonymous
+ALL_SIGNED_IN = "200 200 200 200 200 200 403"
+SEEN_BY_ORG = "200 200 200 200 200 404 403"  # the personas' own org, cluster, Vision, Detection
+ANOTHER_PROGRAM = "200 404 404 404 200 404 403"  # Language, Translation: whole-org roles only
+ANOTHER_ORG = "404 404 404 404 404 404 403"  # a foreign organization or cluster
+PAGE_ALL_SIGNED_IN = "200 200 200 200 200 200 login"
+PAGE_SEEN_BY_ORG = "200 200 200 200 200 404 login"
+PAGE_ANOTHER_PROGRAM = "200 404 404 404 200 404 login"
+PAGE_ANOTHER_ORG = "404 404 404 404 404 404 login"
+
+DECISIONS: dict[str, Decision] = {
+    # --- API ---------------------------------------------------------------------------
+    "api:api-root": Decision(get=ALL_SIGNED_IN),
+    "api:token": Decision(
+        get="405 405 405 405 405 405 405",
+        post="200 200 200 200 200 200 400",  # own username + password; anonymous sends none
+        payload=token_payload,
+    ),
+    "api:organization-list": Decision(get=ALL_SIGNED_IN),
+    "api:organization-detail": Decision(
+        url=lambda w: {"pk": w.p.organization.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.foreign_organization.pk},
+        get_other=ANOTHER_ORG,
+    ),
+    "api:program-list": Decision(get=ALL_SIGNED_IN),
+    "api:program-detail": Decision(
+        url=_program_a, get=SEEN_BY_ORG, other=_program_b, get_other=ANOTHER_PROGRAM
+    ),
+    "api:program-history": Decision(
+        url=_program_a, get=SEEN_BY_ORG, other=_program_b, get_other=ANOTHER_PROGRAM
+    ),
+    "api:project-list": Decision(get=ALL_SIGNED_IN),
+    "api:project-detail": Decision(
+        url=_project_a1, get=SEEN_BY_ORG, other=_project_b1, get_other=ANOTHER_PROGRAM
+    ),
+    "api:project-history": Decision(
+        url=_project_a1, get=SEEN_BY_ORG, other=_project_b1, get_other=ANOTHER_PROGRAM
+    ),
+    "api:cluster-list": Decision(get=ALL_SIGNED_IN),
+    "api:cluster-detail": Decision(
+        url=lambda w: {"pk": w.p.cluster.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.foreign_cluster.pk},
+        get_other=ANOTHER_ORG,
+    ),
+    "api:cluster-tree": Decision(
+        url=lambda w: {"pk": w.p.cluster.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.foreign_cluster.pk},
+        get_other=ANOTHER_ORG,
+    ),
+    "api:allocation-list": Decision(get=ALL_SIGNED_IN),
+    "api:allocation-detail": Decision(
+        url=lambda w: {"pk": w.allocation_a1.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.allocation_b1.pk},
+        get_other=ANOTHER_PROGRAM,
+    ),
+    # Splits: managers of the parent only; a role that sees Vision but may not split it is
+    # 403, one that cannot see the parent (Language for the program manager) 404.
+    "api:split-list": Decision(
+        get="405 405 405 405 405 405 403",
+        post="201 201 403 403 403 404 403",
+        payload=lambda w, _: api_split(w, w.p.program_a, w.p.project_a1, "55"),
+        payload_other=lambda w, _: api_split(w, w.p.program_b, w.p.project_b1, "65"),
+        post_other="201 404 404 404 403 404 403",
+    ),
+    # Requests: the PI and the managers may ask for Detection; the researcher and finance may not.
+    "api:approvalrequest-list": Decision(
+        get=ALL_SIGNED_IN,
+        post="201 201 201 403 403 404 403",
+        payload=lambda w, _: api_request(w, w.p.program_a, w.p.project_a1, "55"),
+        payload_other=lambda w, _: api_request(w, w.p.program_b, w.p.project_b1, "65"),
+        post_other="201 404 404 404 403 404 403",
+    ),
+    # The PI's request is seen by the managers above it, its PI and finance — not by the
+    # researcher (requests are not part of a member's read-only view).
+    "api:approvalrequest-detail": Decision(
+        url=_request_a,
+        get="200 200 200 404 200 404 403",
+        other=_request_b,
+        get_other=ANOTHER_PROGRAM,
+    ),
+    # Deciding: managers of the parent, never the requester (the PI's own request: 403).
+    "api:approvalrequest-approve": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 403",
+        post="200 200 403 404 403 404 403",
+        payload=_comment,
+        other=_request_b,
+        get_other="405 405 405 405 405 405 403",
+        post_other="200 404 404 404 403 404 403",
+    ),
+    "api:approvalrequest-reject": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 403",
+        post="200 200 403 404 403 404 403",
+        payload=_comment,
+        other=_request_b,
+        get_other="405 405 405 405 405 405 403",
+        post_other="200 404 404 404 403 404 403",
+    ),
+    # Withdrawing and submitting: the requester only.
+    "api:approvalrequest-withdraw": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 403",
+        post="403 403 200 404 403 404 403",
+        payload=_comment,
+        other=_request_b,
+        get_other="405 405 405 405 405 405 403",
+        post_other="403 404 404 404 403 404 403",
+    ),
+    "api:approvalrequest-submit": Decision(
+        url=lambda w: {"pk": w.draft_a.pk},
+        get="405 405 405 405 405 405 403",
+        post="403 403 200 404 403 404 403",
+        other=lambda w: {"pk": w.draft_b.pk},
+        get_other="405 405 405 405 405 405 403",
+        post_other="403 404 404 404 403 404 403",
+    ),
+    # --- Pages (sign-in required: the anonymous visitor is sent to the sign-in page) -----
+    # Read-only pages answer POST like GET (they do not restrict methods).
+    "home": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
+    # One cluster: straight to its tree; the outsider has none and gets the (empty) picker.
+    "tree-index": Decision(get="302 302 302 302 302 200 login", post=SAME_AS_GET),
+    "tree": Decision(
+        url=lambda w: {"cluster_id": w.p.cluster.pk},
+        get=PAGE_SEEN_BY_ORG,
+        post=SAME_AS_GET,
+        other=lambda w: {"cluster_id": w.foreign_cluster.pk},
+        get_other=PAGE_ANOTHER_ORG,
+    ),
+    # The split editor: managers save (302 to the tree), the PI sends a request (302 to it),
+    # the researcher and finance see Vision but may neither change nor ask (403).
+    "split": Decision(
+        url=lambda w: {"cluster_id": w.p.cluster.pk, "kind": "program", "pk": w.p.program_a.pk},
+        get="200 200 200 403 403 404 login",
+        post="302 302 302 403 403 404 login",
+        payload=lambda w, _: page_split(w.p.project_a1, "55", w.p.project_a2, "30"),
+        other=lambda w: {"cluster_id": w.p.cluster.pk, "kind": "program", "pk": w.p.program_b.pk},
+        get_other="200 404 404 404 403 404 login",
+        post_other="302 404 404 404 403 404 login",
+        payload_other=lambda w, _: page_split(w.p.project_b1, "65", w.p.project_b2, "30"),
+    ),
+    "history": Decision(
+        url=lambda w: {"kind": "project", "pk": w.p.project_a1.pk},
+        get=PAGE_SEEN_BY_ORG,
+        post=SAME_AS_GET,
+        other=lambda w: {"kind": "project", "pk": w.p.project_b1.pk},
+        get_other=PAGE_ANOTHER_PROGRAM,
+    ),
+    "approval-inbox": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
+    "my-requests": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
+    "approval-detail": Decision(
+        url=_request_a,
+        get="200 200 200 404 200 404 login",
+        post=SAME_AS_GET,
+        other=_request_b,
+        get_other=PAGE_ANOTHER_PROGRAM,
+    ),
+    "approval-approve": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 login",
+        post="302 302 403 404 403 404 login",
+        payload=lambda w, _: {"approve-comment": "Matrix."},
+        other=_request_b,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 404 404 403 404 login",
+    ),
+    "approval-reject": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 login",
+        post="302 302 403 404 403 404 login",
+        payload=lambda w, _: {"reject-comment": "Matrix."},
+        other=_request_b,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 404 404 403 404 login",
+    ),
+    "approval-withdraw": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 login",
+        post="403 403 302 404 403 404 login",
+        payload=lambda w, _: {"withdraw-comment": ""},
+        other=_request_b,
+        get_other="405 405 405 405 405 405 login",
+        post_other="403 404 404 404 403 404 login",
+    ),
+}
+
+
+# --- Walking the URL configuration ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    route: str
+    takes_ids: bool
+    callback: Callable
+
+
+def _walk(patterns, prefix: str = "", namespace: str = "", groups: int = 0):
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        own_groups = groups + len(pattern.pattern.regex.groupindex)
+        if isinstance(pattern, URLResolver):
+            ns = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            yield from _walk(pattern.url_patterns, route, ns, own_groups)
+        elif isinstance(pattern, URLPattern):
+            yield Route(
+                name=f"{namespace}{pattern.name}" if pattern.name else f"<unnamed {route}>",
+                route=route,
+                takes_ids=own_groups > 0,
+                callback=pattern.callback,
+            )
+
+
+def _skipped(route: str) -> bool:
+    plain = route.replace("^", "")
+    return any(plain.startswith(prefix) for prefix in SKIPPED)
+
+
+def collect_routes() -> dict[str, Route]:
+    """Every route of the URL configuration outside ``SKIPPED``, by name."""
+    return {r.name: r for r in _walk(get_resolver().url_patterns) if not _skipped(r.route)}
+
+
+ROUTES = collect_routes()
+
+
+# --- Running one route -----------------------------------------------------------------------
+
+
+def outcome(response) -> str:
+    """The matrix's word for a response: its status, or ``login`` for a sign-in redirect."""
+    if response.status_code == 302:
+        login = resolve_url(settings.LOGIN_URL)
+        return "login" if response["Location"].startswith(login) else "302"
+    return str(response.status_code)
+
+
+def _call(client, method: str, url: str, body: dict | None, is_api: bool):
+    with transaction.atomic():
+        if method == "GET":
+            response = client.get(url)
+        elif is_api:
+            response = client.post(url, body or {}, format="json")
+        else:
+            response = client.post(url, body or {})
+        transaction.set_rollback(True)  # the next persona sees the same world
+    return response
+
+
+def _expected_post(declared: str | None, get_expected: str) -> str:
+    if declared is None:
+        return " ".join(["405"] * len(PERSONA_NAMES) + [get_expected.split()[-1]])
+    if declared == SAME_AS_GET:
+        return get_expected
+    return declared
+
+
+@pytest.mark.parametrize("name", sorted(ROUTES))
+def test_route_answers_each_persona_as_declared(name, world):
+    route = ROUTES[name]
+    if name not in DECISIONS:
+        pytest.fail(
+            f"add a permission decision for route {name} ({route.route}) to DECISIONS in "
+            f"{__name__}: what do {', '.join(COLUMNS)} get for GET and POST?",
+            pytrace=False,
+        )
+    decision = DECISIONS[name]
+    if route.takes_ids:
+        assert decision.url and decision.other, (
+            f"route {name} takes ids: give url= (the personas' own object) and other= (another "
+            "program's or organization's object, for the cross-tenant check)"
+        )
+
+    variants = [("own", decision.url, decision.get, decision.post, decision.payload)]
+    if decision.other:
+        post_other = decision.post_other
+        if decision.post in (None, SAME_AS_GET):
+            post_other = decision.post
+        assert post_other is not None or decision.post is None, (
+            f"route {name} accepts POST: declare post_other for the cross-tenant object"
+        )
+        variants.append(
+            (
+                "other",
+                decision.other,
+                decision.get_other,
+                post_other,
+                decision.payload_other or decision.payload,
+            )
+        )
+
+    clients = {}
+    for column in COLUMNS:
+        client = APIClient()
+        if column != "anonymous":
+            client.force_login(world.p.users[column])
+        clients[column] = client
+
+    mismatches = []
+    for variant, kwargs_of, get_expected, post_declared, payload in variants:
+        assert get_expected, f"route {name}: declare get_{variant}"
+        url = reverse(name, kwargs=kwargs_of(world) if kwargs_of else None)
+        checks = [("GET", get_expected), ("POST", _expected_post(post_declared, get_expected))]
+        for method, expected_line in checks:
+            expected = expected_line.split()
+            assert len(expected) == len(COLUMNS), f"{name} {method}: {len(COLUMNS)} outcomes"
+            for column, want in zip(COLUMNS, expected, strict=True):
+                body = payload(world, column) if payload and method == "POST" else None
+                got = outcome(_call(clients[column], method, url, body, name.startswith("api:")))
+                if got != want:
+                    mismatches.append(f"{method} {url} ({variant}) as {column}: {got}, want {want}")
+    assert not mismatches, f"route {name}:\n" + "\n".join(mismatches)
+
+
+def test_every_decision_names_a_route_that_exists():
+    stale = sorted(set(DECISIONS) - set(ROUTES))
+    assert not stale, f"DECISIONS lists routes that no longer exist: {stale}"
+
+
+def test_the_matrix_covers_pages_and_api():
+    names = set(ROUTES)
+    assert any(n.startswith("api:") for n in names)
+    assert "home" in names
+    assert not any(n.startswith("<unnamed") for n in names), "name every route"
