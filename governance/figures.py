@@ -78,7 +78,7 @@ def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
                 child_colour = _tint(colour, 0.35 + 0.12 * (index % 4))
             children_total += walk(child, node_id, child_colour)
         if node.kind != "project":
-            unallocated = effective * float(node.unallocated or 0) / 100
+            unallocated = max(0.0, effective * float(node.unallocated or 0) / 100)
             if unallocated > EPSILON:
                 add(
                     f"unallocated-{node_id}",

@@ -246,9 +246,7 @@ def test_tree_with_a_malformed_date_says_so_and_shows_today(client, personas):
 
 def test_cluster_picker_switches_to_the_chosen_cluster(client, personas):
     other = ClusterFactory(organization=personas.organization, name="b200", slug="b200")
-    response = signed_in(client, personas.org_admin).get(
-        tree_url(personas), {"cluster": other.pk}
-    )
+    response = signed_in(client, personas.org_admin).get(tree_url(personas), {"cluster": other.pk})
     assert response.status_code == 302
     assert response["Location"] == reverse("tree", args=[other.pk])
 
