@@ -4,7 +4,7 @@ Route names live in the ``api`` namespace (``api:program-list``, ``api:approvalr
 Format-suffix routes (``.json``) are off: one URL per resource, content negotiated by headers.
 """
 
-from django.urls import path
+from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from governance.api import views
@@ -30,4 +30,5 @@ router.register("approval-requests", views.ApprovalRequestViewSet, basename="app
 urlpatterns = [
     path("token/", views.TokenView.as_view(), name="token"),
     *router.urls,
+    path("", include("scheduler.api_urls")),  # workloads, nodes, node agents (scheduler/api/)
 ]

@@ -1,0 +1,313 @@
+"""Serializers of the scheduler API: output shapes, and input shapes checked before services.
+
+Input serializers check types and ranges only; the business rules (GPUs within the cluster,
+whole nodes for gangs, minimum runtime 0 to 8 h, launch spec shape, state transitions) are the
+services', which answer with ``ValidationError``s naming the field.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduler.choices import ExitOutcome
+from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
+
+# --- Workloads ------------------------------------------------------------------------------
+
+
+class RefSerializer(serializers.Serializer):
+    """A related object named by id, slug and name."""
+
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+
+
+def _ref(obj) -> dict:
+    return {"id": obj.pk, "slug": obj.slug, "name": obj.name}
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """One start of a workload: where, when, and why it ended (the preemption history)."""
+
+    preempted_by = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "attempt",
+            "gpus",
+            "lane",
+            "placement",
+            "started_at",
+            "start_reason",
+            "stop_requested_at",
+            "stop_reason",
+            "stop_explanation",
+            "preempted_by",
+            "ended_at",
+            "end_reason",
+            "exit_code",
+        ]
+        read_only_fields = fields
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    """A workload as its owners see it: state, place in the queue, the engine's reason."""
+
+    project = serializers.SerializerMethodField()
+    cluster = serializers.SerializerMethodField()
+    submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    preemptions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "name",
+            "project",
+            "cluster",
+            "submitted_by",
+            "gpus",
+            "nodes",
+            "min_runtime_seconds",
+            "resumable",
+            "priority",
+            "launch_spec",
+            "declared_duration_seconds",
+            "state",
+            "submitted_at",
+            "first_started_at",
+            "finished_at",
+            "queue_position",
+            "engine_reason",
+            "exit_code",
+            "preemptions",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(RefSerializer)
+    def get_project(self, workload) -> dict:
+        return _ref(workload.project)
+
+    @extend_schema_field(RefSerializer)
+    def get_cluster(self, workload) -> dict:
+        return _ref(workload.cluster)
+
+    def get_preemptions(self, workload) -> int:
+        """How many runs ended by preemption or drain (prefetched runs, no extra query)."""
+        return sum(1 for run in workload.runs.all() if run.end_reason in ("preempted", "drained"))
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    """A workload with its runs, newest first: the preemption history."""
+
+    runs = RunSerializer(many=True, read_only=True)
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "runs"]
+        read_only_fields = fields
+
+
+class WorkloadSubmitSerializer(serializers.Serializer):
+    """What a researcher submits. ``project`` and ``cluster`` take an id or a slug."""
+
+    project = serializers.CharField(help_text="Id or slug of a project you belong to.")
+    cluster = serializers.CharField(
+        required=False,
+        help_text="Id or slug of a cluster of the project's organization "
+        "(may be left out when the organization has one cluster).",
+    )
+    name = serializers.CharField(required=False, max_length=200, allow_blank=False)
+    gpus = serializers.IntegerField(min_value=1)
+    nodes = serializers.IntegerField(min_value=1, default=1, help_text="Whole nodes of a gang.")
+    min_runtime_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_MIN_RUNTIME_SECONDS,
+        default=0,
+        help_text="Protected from preemption this long in each run; 0 is the free lane.",
+    )
+    resumable = serializers.BooleanField(default=True)
+    priority = serializers.IntegerField(default=0, min_value=-1000, max_value=1000)
+    launch_spec = serializers.JSONField(
+        help_text='{"command": ["python", "train.py"]} (or a shell line), optional "args", '
+        '"env", "cwd"; or {"image": ..., "args": [...]} for container executors.'
+    )
+    declared_duration_seconds = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="For the simulated executor."
+    )
+
+    def validate_launch_spec(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError('Must be an object such as {"command": [...]}.')
+        return value
+
+
+# --- Nodes and agents -----------------------------------------------------------------------
+
+
+class DrainingRunSerializer(serializers.Serializer):
+    """A run still on a draining node and when it may be evicted."""
+
+    run = serializers.IntegerField()
+    workload = serializers.IntegerField()
+    workload_name = serializers.CharField()
+    gpus = serializers.IntegerField()
+    min_runtime_ends_at = serializers.DateTimeField()
+    stop_requested = serializers.BooleanField()
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    """A node with its state, who set it, and the GPUs its open runs hold."""
+
+    cluster = serializers.SerializerMethodField()
+    gpus_in_use = serializers.IntegerField(read_only=True)
+    running = serializers.IntegerField(read_only=True, help_text="Open runs on this node.")
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "gpus",
+            "gpus_in_use",
+            "running",
+            "state",
+            "state_source",
+            "state_reason",
+            "state_changed_at",
+            "last_heartbeat",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(RefSerializer)
+    def get_cluster(self, node) -> dict:
+        return _ref(node.cluster)
+
+
+class NodeActionSerializer(serializers.Serializer):
+    """An operator's reason for a drain or a mark-down (kept with the node's state)."""
+
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+
+
+class NodeAgentSerializer(serializers.ModelSerializer):
+    """An agent's credentials as listed: never the token itself, only its prefix."""
+
+    cluster = serializers.PrimaryKeyRelatedField(read_only=True)
+    node = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = NodeAgent
+        fields = ["id", "cluster", "name", "node", "token_prefix", "created_at", "last_seen_at"]
+        read_only_fields = fields
+
+
+class NodeAgentCreatedSerializer(NodeAgentSerializer):
+    """A new agent with its token: shown this once, stored only as a digest."""
+
+    token = serializers.CharField(read_only=True)
+
+    class Meta(NodeAgentSerializer.Meta):
+        fields = [*NodeAgentSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class NodeAgentCreateSerializer(serializers.Serializer):
+    """Create an agent token for the node ``name`` of ``cluster``."""
+
+    cluster = serializers.IntegerField(min_value=1)
+    name = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=120,
+        help_text="The node name the agent will register as.",
+    )
+
+
+# --- The node agent protocol ----------------------------------------------------------------
+
+
+class AgentRegisterSerializer(serializers.Serializer):
+    """An agent announcing itself: its node name (must match its token) and GPUs."""
+
+    node = serializers.CharField(max_length=120)
+    gpus = serializers.IntegerField(min_value=1, max_value=1024)
+    gpu_indices = serializers.ListField(
+        child=serializers.CharField(max_length=16), required=False, max_length=1024
+    )
+    version = serializers.CharField(required=False, max_length=40, default="")
+
+
+class AgentRegisteredSerializer(serializers.Serializer):
+    """The server's answer to a registration."""
+
+    node = serializers.CharField()
+    cluster = serializers.CharField()
+    state = serializers.CharField()
+    heartbeat_seconds = serializers.FloatField()
+    open_runs = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Runs the server believes are on this node: a fresh agent reports them lost.",
+    )
+
+
+class AgentHeartbeatSerializer(serializers.Serializer):
+    """A heartbeat: the runs the agent's processes carry."""
+
+    running = serializers.ListField(
+        child=serializers.CharField(max_length=40), required=False, default=list, max_length=4096
+    )
+
+
+class AgentHeartbeatAnswerSerializer(serializers.Serializer):
+    """The node's state, and runs the agent must stop (the server has ended them)."""
+
+    state = serializers.CharField()
+    stop_runs = serializers.ListField(child=serializers.IntegerField())
+
+
+class OrderSerializer(serializers.ModelSerializer):
+    """An order as an agent receives it: the model's fields with the payload flattened in."""
+
+    class Meta:
+        model = Order
+        fields = ["id", "kind", "idempotency_key", "run", "state", "delivery_count"]
+        read_only_fields = fields
+
+    def to_representation(self, order):
+        data = dict(order.payload or {})
+        data.update(super().to_representation(order))
+        return data
+
+
+class OrderListSerializer(serializers.Serializer):
+    """Orders for the agent's node, stops before starts."""
+
+    orders = OrderSerializer(many=True)
+
+
+class OrderAckSerializer(serializers.Serializer):
+    """An agent's acknowledgement of an order (``status`` and ``message`` are informative)."""
+
+    status = serializers.ChoiceField(
+        choices=["started", "stopped", "rejected"], required=False, default="started"
+    )
+    message = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+
+
+class RunExitSerializer(serializers.Serializer):
+    """How a run's process ended on the agent's node."""
+
+    outcome = serializers.ChoiceField(choices=ExitOutcome.choices)
+    exit_code = serializers.IntegerField(required=False, allow_null=True, default=None)
+    message = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+
+
+class AgentAnswerSerializer(serializers.Serializer):
+    """A short answer to an acknowledgement or exit report."""
+
+    id = serializers.IntegerField()
+    state = serializers.CharField()

@@ -1,0 +1,32 @@
+"""Routes of the scheduler API, included by ``governance/api_urls.py`` under ``/api/``.
+
+User endpoints (sessions and user tokens): ``workloads/``, ``nodes/``, ``node-agents/``.
+Node agent endpoints (agent tokens only): ``agent/…``.
+"""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from scheduler.api import agent, views
+
+
+class Router(DefaultRouter):
+    """No ``.json`` suffix routes and no second API root (governance's router has it)."""
+
+    include_format_suffixes = False
+    include_root_view = False
+
+
+router = Router()
+router.register("workloads", views.WorkloadViewSet, basename="workload")
+router.register("nodes", views.NodeViewSet, basename="node")
+router.register("node-agents", views.NodeAgentViewSet, basename="nodeagent")
+
+urlpatterns = [
+    path("agent/register/", agent.RegisterView.as_view(), name="agent-register"),
+    path("agent/heartbeat/", agent.HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("agent/orders/fetch/", agent.OrdersFetchView.as_view(), name="agent-orders-fetch"),
+    path("agent/orders/<int:order_id>/ack/", agent.OrderAckView.as_view(), name="agent-order-ack"),
+    path("agent/runs/<int:run_id>/exit/", agent.RunExitView.as_view(), name="agent-run-exit"),
+    *router.urls,
+]
