@@ -1,0 +1,64 @@
+"""Browser tests: Playwright drives the system Chromium against pytest-django's live server.
+
+Never ``playwright install``: Chromium comes from the system (``/usr/bin/chromium``). Data is
+committed (``django_db(transaction=True)``) so the live server's thread sees it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls the tests make
+# between page actions are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Launch the system Chromium headless, with nothing phoning home."""
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "headless": True,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    """A laptop-sized window (the pages are also checked at 390 px in the screenshots)."""
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 800}}
+
+
+@pytest.fixture
+def world(transactional_db):
+    """The six personas and their tree, committed so the live server sees them."""
+    from tests.personas import build_personas
+
+    return build_personas()
+
+
+def sign_in(page, live_server, username: str, password: str) -> None:
+    """Sign in through the real sign-in form and land on the home page."""
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username or e-mail").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def sign_out(page) -> None:
+    """Sign out with the top bar's button."""
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/accounts/login/")
