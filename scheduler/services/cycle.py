@@ -134,8 +134,10 @@ def _build_scheduler(cluster: Cluster, state: _State, now: datetime, policy: str
             cluster=cluster, now=now, window_seconds=window
         ).items()
     }
+    # Nodes enter healthy and get their state after the running runs are placed: the engine
+    # tracks draining and down nodes through ``set_node_state`` (which checks their runs).
     sched = engine.Scheduler(
-        [engine.Node(name, gpus, engine.NodeState(st)) for _, name, gpus, st in state.nodes],
+        [engine.Node(name, gpus) for _, name, gpus, _ in state.nodes],
         budget.root,
         policy=engine.make_policy(policy),
         params=engine.PolicyParams(window_seconds=window),
@@ -153,6 +155,9 @@ def _build_scheduler(cluster: Cluster, state: _State, now: datetime, policy: str
                 started_at.timestamp(),
             )
             running += 1
+    for _, name, _, node_state in state.nodes:
+        if node_state != NodeState.HEALTHY:
+            sched.set_node_state(name, engine.NodeState(node_state))
     for row in state.workloads.values():
         if row.state == WorkloadState.PENDING:
             sched.submit(_engine_workload(row, budget.key(row.project_id)))

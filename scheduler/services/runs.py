@@ -54,7 +54,9 @@ def cycle_enqueue(*, cluster_id: int) -> None:
     """Run a scheduling cycle for the cluster once the current transaction commits."""
     from scheduler.tasks import scheduler_cycle
 
-    transaction.on_commit(lambda: scheduler_cycle.delay(cluster_id))
+    # Robust: with the broker away the commit still stands; the beat's next cycle (every
+    # SCHEDULER_CYCLE_SECONDS) does the same work.
+    transaction.on_commit(lambda: scheduler_cycle.delay(cluster_id), robust=True)
 
 
 def run_request_stop(

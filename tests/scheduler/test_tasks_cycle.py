@@ -1,0 +1,73 @@
+"""Celery tasks of the loop: one cycle at a time per cluster; a submit reaches a worker."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from scheduler.choices import OrderKind, WorkloadState
+from scheduler.models import Order, Run, SchedulingCycle, Workload
+from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.locks import CYCLE_LOCK
+from scheduler.services.workloads import workload_submit
+from tests.conftest import wait_for
+from tests.scheduler.conftest import build_world
+
+
+def cycle_lock_held(cluster_id: int) -> bool:
+    """Whether some session holds the cycle's advisory lock for the cluster (pg_locks)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = %s AND objid = %s",
+            [CYCLE_LOCK, cluster_id],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_cycles_one_runs_and_the_other_skips():
+    world = build_world()
+    workload_submit(
+        project=world.projects["budgeted"], cluster=world.cluster, name="job", gpus=8,
+        min_runtime_seconds=600, launch_spec={"command": ["true"]},
+    )  # fmt: skip
+    results = {}
+
+    def first() -> None:
+        try:
+            results["first"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        finally:
+            connection.close()
+
+    with override_settings(SCHEDULER_CYCLE_PAUSE_SECONDS=2):
+        holder = threading.Thread(target=first)
+        holder.start()
+        assert wait_for(lambda: cycle_lock_held(world.cluster.id), timeout=10)
+        results["second"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        holder.join(timeout=30)
+
+    assert results["second"] is None
+    assert isinstance(results["first"], SchedulingCycle)
+    assert SchedulingCycle.objects.filter(cluster=world.cluster).count() == 1
+    assert Run.objects.count() == 1
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_submit_leads_to_a_start_order_through_the_broker_and_a_worker(celery_worker):
+    world = build_world()
+
+    workload = workload_submit(
+        project=world.projects["budgeted"], cluster=world.cluster, name="job", gpus=8,
+        min_runtime_seconds=600, launch_spec={"command": ["true"]},
+    )  # fmt: skip
+
+    order = wait_for(lambda: Order.objects.filter(run__workload=workload).first(), timeout=30)
+    assert order is not None, "no start order: see var/celery-worker-*.log"
+    assert order.kind == OrderKind.START
+    assert Workload.objects.get(pk=workload.pk).state == WorkloadState.RUNNING
+    assert SchedulingCycle.objects.filter(cluster=world.cluster).exists()
