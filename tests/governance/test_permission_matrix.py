@@ -31,6 +31,8 @@ from rest_framework.test import APIClient
 
 from governance.models import Allocation
 from governance.services.approvals import approval_request_create
+from scheduler.services.executor_reports import node_agent_create, node_register
+from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory, UserFactory, pi_of
 from tests.personas import PERSONA_NAMES, Personas
 
@@ -65,6 +67,10 @@ class World:
     draft_b: object  # pi_b's draft: Translation 70 → 68 %
     allocation_a1: object
     allocation_b1: object
+    workload_a: object  # submitted by the researcher on Detection
+    workload_b: object  # submitted by pi_b on Translation
+    node_a: object  # a registered node of the personas' cluster
+    node_foreign: object  # a node of the foreign organization's cluster
 
 
 @pytest.fixture
@@ -91,8 +97,27 @@ def world(fast_password_hasher, personas) -> World:
             submit=submit,
         )
 
+    def submit(project, user):
+        return workload_submit(
+            project=project,
+            cluster=p.cluster,
+            name="matrix",
+            gpus=1,
+            min_runtime_seconds=600,
+            launch_spec={"command": ["true"]},
+            submitted_by=user,
+        )
+
+    def node(cluster, name):
+        agent, _token = node_agent_create(cluster=cluster, name=name)
+        return node_register(agent=agent, gpus=8)
+
     return World(
         p=p,
+        workload_a=submit(p.project_a1, p.researcher),
+        workload_b=submit(p.project_b1, pi_b),
+        node_a=node(p.cluster, "node-a"),
+        node_foreign=node(foreign_cluster, "node-f"),
         foreign_organization=foreign_organization,
         foreign_cluster=foreign_cluster,
         pi_b=pi_b,
@@ -133,6 +158,10 @@ def page_split(changed, percent: str, sibling, sibling_percent: str) -> dict:
         f"percent_{sibling.pk}": sibling_percent,
         "reason": "Permission matrix.",
     }
+
+
+def workload_body(project) -> dict:
+    return {"project": project.pk, "gpus": 1, "launch_spec": {"command": ["true"]}}
 
 
 def token_payload(w: World, persona: str) -> dict:
@@ -199,6 +228,7 @@ ALL_SIGNED_IN = "200 200 200 200 200 200 403"
 SEEN_BY_ORG = "200 200 200 200 200 404 403"  # the personas' own org, cluster, Vision, Detection
 ANOTHER_PROGRAM = "200 404 404 404 200 404 403"  # Language, Translation: whole-org roles only
 ANOTHER_ORG = "404 404 404 404 404 404 403"  # a foreign organization or cluster
+NO_PERSONA = "401 401 401 401 401 401 401"  # node agent endpoints: agent tokens only
 PAGE_ALL_SIGNED_IN = "200 200 200 200 200 200 login"
 PAGE_SEEN_BY_ORG = "200 200 200 200 200 404 login"
 PAGE_ANOTHER_PROGRAM = "200 404 404 404 200 404 login"
@@ -314,6 +344,81 @@ DECISIONS: dict[str, Decision] = {
         other=lambda w: {"pk": w.draft_b.pk},
         get_other="405 405 405 405 405 405 403",
         post_other="403 404 404 404 403 404 403",
+    ),
+    # --- Scheduler API (scheduler/api/): workloads, nodes, agent tokens -------------------
+    # Submitting needs membership of the project (PI or researcher); anyone else, even an
+    # org admin, gets a 400 naming ``project`` (the scheduler API's choice: no existence leak).
+    "api:workload-list": Decision(
+        get=ALL_SIGNED_IN,
+        post="400 400 201 201 400 400 403",
+        payload=lambda w, _: workload_body(w.p.project_a1),
+        payload_other=lambda w, _: workload_body(w.p.project_b1),
+        post_other="400 400 400 400 400 400 403",
+    ),
+    "api:workload-detail": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.workload_b.pk},
+        get_other=ANOTHER_PROGRAM,
+    ),
+    # Cancel: the submitter (the researcher), the project's PI, or an org admin.
+    "api:workload-cancel": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get="405 405 405 405 405 405 403",
+        post="200 403 200 200 403 404 403",
+        other=lambda w: {"pk": w.workload_b.pk},
+        get_other="405 405 405 405 405 405 403",
+        post_other="200 404 404 404 403 404 403",
+    ),
+    "api:node-list": Decision(get=ALL_SIGNED_IN),
+    "api:node-detail": Decision(
+        url=lambda w: {"pk": w.node_a.pk},
+        get=SEEN_BY_ORG,
+        other=lambda w: {"pk": w.node_foreign.pk},
+        get_other=ANOTHER_ORG,
+    ),
+    **{
+        f"api:node-{operation}": Decision(
+            url=lambda w: {"pk": w.node_a.pk},
+            get="405 405 405 405 405 405 403",
+            post="200 403 403 403 403 404 403",  # org admins operate nodes
+            payload=lambda w, _: {"reason": "Permission matrix."},
+            other=lambda w: {"pk": w.node_foreign.pk},
+            get_other="405 405 405 405 405 405 403",
+            post_other=ANOTHER_ORG,
+        )
+        for operation in ("drain", "undrain", "mark-down", "bring-up")
+    },
+    # Agent tokens: listed and created by org admins of the cluster's organization only.
+    "api:nodeagent-list": Decision(
+        get=ALL_SIGNED_IN,
+        post="201 403 403 403 403 404 403",
+        payload=lambda w, _: {"cluster": w.p.cluster.pk, "name": "node-new"},
+        payload_other=lambda w, _: {"cluster": w.foreign_cluster.pk, "name": "node-new"},
+        post_other=ANOTHER_ORG,
+    ),
+    # The node agent protocol takes agent tokens only: no persona's session gets in (401),
+    # before any id is looked up. Order and run ids are the agent's, not a persona's, so any
+    # id serves; 1 and 2 name no particular object.
+    **{
+        f"api:agent-{name}": Decision(get=NO_PERSONA, post=NO_PERSONA)
+        for name in ("register", "heartbeat", "orders-fetch")
+    },
+    "api:agent-order-ack": Decision(
+        url=lambda w: {"order_id": 1},
+        get=NO_PERSONA,
+        post=NO_PERSONA,
+        other=lambda w: {"order_id": 2},
+        get_other=NO_PERSONA,
+        post_other=NO_PERSONA,
+    ),
+    "api:agent-run-exit": Decision(
+        url=lambda w: {"run_id": 1},
+        get=NO_PERSONA,
+        post=NO_PERSONA,
+        other=lambda w: {"run_id": 2},
+        get_other=NO_PERSONA,
+        post_other=NO_PERSONA,
     ),
     # --- Pages (sign-in required: the anonymous visitor is sent to the sign-in page) -----
     # Read-only pages answer POST like GET (they do not restrict methods).
@@ -473,7 +578,7 @@ def test_route_answers_each_persona_as_declared(name, world):
         )
 
     variants = [("own", decision.url, decision.get, decision.post, decision.payload)]
-    if decision.other:
+    if decision.other or decision.payload_other:
         post_other = decision.post_other
         if decision.post in (None, SAME_AS_GET):
             post_other = decision.post
@@ -483,8 +588,8 @@ def test_route_answers_each_persona_as_declared(name, world):
         variants.append(
             (
                 "other",
-                decision.other,
-                decision.get_other,
+                decision.other or decision.url,
+                decision.get_other or decision.get,
                 post_other,
                 decision.payload_other or decision.payload,
             )
