@@ -38,10 +38,12 @@ class ShareRow:
     order: tuple = ()
 
     def covers(self, at: datetime) -> bool:
+        """The row's window ``[valid_from, valid_to)`` contains ``at``."""
         return self.valid_from <= at and (self.valid_to is None or at < self.valid_to)
 
     @classmethod
     def from_allocation(cls, allocation: Allocation) -> ShareRow:
+        """The stored row as the rule sees it."""
         return cls(
             node=node_key(allocation.node),
             percent=allocation.percent,

@@ -112,6 +112,7 @@ class Visibility:
         ).distinct()
 
     def is_org_admin(self, organization_id: int) -> bool:
+        """Holds the org admin role on the organization with this id."""
         return organization_id in self.admin_org_ids
 
     def can_manage(self, parent: Organization | Program) -> bool:
