@@ -1,0 +1,203 @@
+"""Figures of a replay, with the words of DESIGN.md ("Words").
+
+For each project and hour ``h`` (GPU-seconds): *entitled* = effective share x healthy GPUs x
+the part of the hour inside the period; *demand* = GPUs of its pending and running workloads,
+integrated over the hour; *owed* = min(entitled, demand); *charged* = GPU time of its runs with
+a minimum runtime above 0; *burst* = charged above entitled; *free* = free-lane GPU time.
+
+- Delivery ratio of a team = min(Σ charged, Σ owed) ÷ Σ owed; org-wide
+  Σ_teams min(charged, owed) ÷ Σ owed (Ai2's figure: catch-up later in the period counts).
+- Hourly delivery ratio = Σ_hours min(charged_h, owed_h) ÷ Σ owed (no catch-up).
+- Occupancy = allocated GPU time ÷ healthy GPU time.
+- Unbudgeted fraction = (free lane + burst, which includes all of an unbudgeted project's
+  usage) ÷ all GPU time used.
+- Queue wait = first start - submit.
+
+Every figure is given over the whole replay (first submission to last completion) and over
+the *submit window* (first submission to the end of the hour of the last submission), where
+jobs still waiting at the window's end count with their wait so far (a lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scheduler.simulator.ledger import HOUR
+from scheduler.simulator.replay import ReplayResult
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) of ``values``, interpolating linearly between ranks
+    (NumPy's default method); ``None`` for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def wait_summary(waits: Sequence[float]) -> dict[str, float | None]:
+    """``{p50, p90, mean}`` of queue waits in seconds (``None`` when there are none)."""
+    if not waits:
+        return {"p50": None, "p90": None, "mean": None, "count": 0}
+    return {
+        "p50": _r(percentile(waits, 50), 1),
+        "p90": _r(percentile(waits, 90), 1),
+        "mean": _r(sum(waits) / len(waits), 1),
+        "count": len(waits),
+    }
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return None if den <= 0 else num / den
+
+
+def compute_metrics(result: ReplayResult) -> dict:
+    """The ``metrics.json`` object of one replay (see the module docstring for definitions)."""
+    whole = _period_figures(result, result.end_time, censor=False)
+    window_end = min(
+        result.end_time,
+        result.ledger.hour0
+        + (math.floor((result.last_submit - result.ledger.hour0) / HOUR) + 1) * HOUR,
+    )
+    window = _period_figures(result, window_end, censor=True)
+    window["end_time"] = window_end
+    simulated = result.end_time - result.start_time
+    metrics = {
+        "policy": result.policy,
+        "jobs": len(result.jobs),
+        "gpus": result.config.gpus,
+        "gpus_per_node": result.config.gpus_per_node,
+        "wall_seconds": round(result.wall_seconds, 3),
+        "simulated_seconds": round(simulated, 1),
+        "jobs_per_second": round(len(result.jobs) / result.wall_seconds, 1)
+        if result.wall_seconds > 0
+        else None,
+        "cycles": result.cycles,
+        "skipped_jobs": len(result.skipped),
+        "skipped_job_ids": [j.id for j in result.skipped[:20]],
+        "duplicates_kept": result.duplicates,
+        "never_started": sum(1 for j in result.jobs if j.first_start is None),
+        "start_time": result.start_time,
+        "last_submit_time": result.last_submit,
+        "end_time": result.end_time,
+        **whole,
+        "submit_window": window,
+    }
+    return metrics
+
+
+def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) -> dict:
+    """Figures over [start of the replay, ``period_end``]."""
+    ledger = result.ledger
+    gpus = result.config.gpus
+    start = result.start_time
+    spans: list[float] = []
+    for h in range(ledger.hours):
+        if h > 0 and ledger.hour_start(h) >= period_end:
+            break
+        lo = max(ledger.hour_start(h), start)
+        hi = min(ledger.hour_start(h) + HOUR, period_end)
+        spans.append(max(0.0, hi - lo))
+    hours = len(spans)
+    healthy = gpus * sum(spans)
+
+    teams = []
+    sum_owed = sum_min = sum_hourly_min = 0.0
+    used = free_total = burst_total = 0.0
+    waits_by_project: dict[str, list[float]] = {p: [] for p in ledger.projects}
+    jobs_by_project: dict[str, int] = dict.fromkeys(ledger.projects, 0)
+    all_waits: list[float] = []
+    debug_waits: list[float] = []
+    other_waits: list[float] = []
+    for rec in result.jobs:
+        if rec.submit > period_end:
+            continue
+        jobs_by_project[rec.project] += 1
+        if rec.first_start is not None and rec.first_start <= period_end:
+            wait = rec.first_start - rec.submit
+        elif censor:
+            wait = period_end - rec.submit
+        else:
+            continue
+        waits_by_project[rec.project].append(wait)
+        all_waits.append(wait)
+        (debug_waits if rec.debug else other_waits).append(wait)
+
+    for i, project in enumerate(ledger.projects):
+        share = result.shares.get(project, 0.0)
+        entitled = share * gpus
+        charged_h = ledger.charged[i]
+        free_h = ledger.free[i]
+        demand_h = ledger.demand[i]
+        owed = charged = hourly_min = burst = free = 0.0
+        for h in range(hours):
+            # Periods end at the replay's end or on an hour boundary, so buckets are whole.
+            ent = entitled * spans[h]
+            ch = charged_h[h]
+            owed_h = min(ent, demand_h[h])
+            owed += owed_h
+            charged += ch
+            hourly_min += min(ch, owed_h)
+            burst += max(0.0, ch - ent)
+            free += free_h[h]
+        sum_owed += owed
+        sum_min += min(charged, owed)
+        sum_hourly_min += hourly_min
+        used += charged + free
+        free_total += free
+        burst_total += burst
+        teams.append(
+            {
+                "project": project,
+                "share": _r(share * 100.0, 4),
+                "budgeted": project in result.shares,
+                "entitled_gpus": _r(entitled, 2),
+                "owed_gpu_hours": _r(owed / HOUR, 2),
+                "charged_gpu_hours": _r(charged / HOUR, 2),
+                "burst_gpu_hours": _r(burst / HOUR, 2),
+                "free_gpu_hours": _r(free / HOUR, 2),
+                "delivery_ratio": _r(_ratio(min(charged, owed), owed)),
+                "hourly_delivery_ratio": _r(_ratio(hourly_min, owed)),
+                "jobs": jobs_by_project[project],
+                "queue_wait_p90_seconds": _r(percentile(waits_by_project[project], 90), 1),
+            }
+        )
+
+    judged = [t for t in teams if t["budgeted"] and t["delivery_ratio"] is not None]
+    worst = min(judged, key=lambda t: (t["delivery_ratio"], t["project"]), default=None)
+    worst_hourly = min(
+        judged, key=lambda t: (t["hourly_delivery_ratio"], t["project"]), default=None
+    )
+    in_period = [p for p in result.preemptions if p.time <= period_end]
+    return {
+        "occupancy": _r(_ratio(used, healthy)),
+        "delivery_ratio": _r(_ratio(sum_min, sum_owed)),
+        "hourly_delivery_ratio": _r(_ratio(sum_hourly_min, sum_owed)),
+        "worst_team": worst["project"] if worst else None,
+        "worst_team_delivery_ratio": worst["delivery_ratio"] if worst else None,
+        "worst_team_hourly": worst_hourly["project"] if worst_hourly else None,
+        "worst_team_hourly_delivery_ratio": worst_hourly["hourly_delivery_ratio"]
+        if worst_hourly
+        else None,
+        "teams_at_least_95pct": sum(1 for t in judged if t["delivery_ratio"] >= 0.95),
+        "teams_judged": len(judged),
+        "unbudgeted_fraction": _r(_ratio(free_total + burst_total, used)),
+        "owed_gpu_hours": _r(sum_owed / HOUR, 2),
+        "used_gpu_hours": _r(used / HOUR, 2),
+        "preemptions": len(in_period),
+        "lost_gpu_hours": _r(sum(p.lost_gpu_seconds for p in in_period) / HOUR, 2),
+        "queue_wait_seconds": {
+            "all": wait_summary(all_waits),
+            "debug": wait_summary(debug_waits),
+            "other": wait_summary(other_waits),
+        },
+        "teams": teams,
+    }

@@ -1,0 +1,392 @@
+"""Replay a trace through the scheduling engine in virtual time.
+
+The replay is event driven. Events are job submissions, job completions and the moments a
+running job reaches its minimum runtime (it becomes a possible victim). All events at one
+timestamp are applied together, then the engine runs one cycle. While work is pending, an
+extra cycle runs every ``cycle_interval`` seconds of virtual time (60 s by default) since the
+last one, so decisions that depend only on the passage of time — fair-share ranks drifting as
+the window slides, a gang reaching its reservation bound — are taken as a live loop would.
+Nothing runs while nothing is pending, so idle stretches cost nothing.
+
+The simulator, not the engine, knows how long a job runs: on completion it tells the engine
+``finish``; on preemption it works out the lost work (time since the last checkpoint plus a
+restart overhead for resumable jobs; the whole run otherwise) and the remaining duration.
+The engine requeues the preempted workload itself (``docs/engine-api.md``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.simulator.budgets import Budget
+from scheduler.simulator.contract import ContractRule
+from scheduler.simulator.ledger import UsageLedger
+from scheduler.simulator.traces import Trace, TraceJob
+
+_FINISH = 0  # finishes sort before min-runtime expiries at the same time
+_EXPIRY = 1
+
+
+class ConfigError(ValueError):
+    """Replay parameters that make no sense (named in the message)."""
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Cluster shape, policy and the knobs of the replay (times in seconds)."""
+
+    gpus: int
+    gpus_per_node: int = 8
+    policy: str = "fairshare"
+    window_seconds: float = 7 * 86400.0
+    contract: ContractRule = field(default_factory=ContractRule)
+    checkpoint_interval: float = 1800.0
+    restart_overhead: float = 300.0
+    cycle_interval: float = 60.0
+    record_runs: bool = True
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first bad value."""
+        if self.gpus_per_node < 1:
+            raise ConfigError(f"GPUs per node must be at least 1, not {self.gpus_per_node}")
+        if self.gpus < 1:
+            raise ConfigError(f"the cluster needs at least 1 GPU, not {self.gpus}")
+        if self.gpus % self.gpus_per_node:
+            raise ConfigError(
+                f"{self.gpus} GPUs is not a whole number of {self.gpus_per_node}-GPU nodes"
+            )
+        for name in ("window_seconds", "checkpoint_interval", "cycle_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.restart_overhead < 0:
+            raise ConfigError(f"restart_overhead must be ≥ 0, not {self.restart_overhead}")
+        if self.contract.max_min_runtime < 0:
+            raise ConfigError("the minimum-runtime cap must be ≥ 0")
+
+    @property
+    def nodes(self) -> int:
+        """Number of nodes in the simulated cluster."""
+        return self.gpus // self.gpus_per_node
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """One replayed job: its contract, and what happened to it."""
+
+    id: str
+    project: str
+    gpus: int
+    nodes: int
+    submit: float
+    duration: float
+    min_runtime: float
+    resumable: bool
+    debug: bool
+    remaining: float = 0.0  # work left, including restart overhead owed
+    first_start: float | None = None
+    end: float | None = None
+    preemptions: int = 0
+    lost_gpu_seconds: float = 0.0
+    # The current run, if any.
+    run_start: float | None = None
+    run_gpus: int = 0
+    run_rows: tuple[int, ...] = ()
+    gen: int = 0  # bumped on preemption so the old run's pending events are ignored
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds from submission to first start (None if it never started)."""
+        return None if self.first_start is None else self.first_start - self.submit
+
+
+@dataclass(slots=True)
+class Run:
+    """One stretch of a job on GPUs: for the timeline and the conservation check."""
+
+    job: int  # index into ReplayResult.jobs
+    start: float
+    end: float
+    protected_until: float  # start + minimum runtime: preemptible after this
+    preempted: bool
+    gpus: int
+    rows: tuple[int, ...]  # GPU rows (node index x GPUs per node + slot)
+
+
+@dataclass(slots=True)
+class PreemptionEvent:
+    """A preemption as the replay applied it."""
+
+    time: float
+    job: int
+    kind: str
+    by: str | None
+    lost_gpu_seconds: float
+
+
+@dataclass
+class ReplayResult:
+    """Everything a replay produced; ``metrics.compute_metrics`` turns it into figures."""
+
+    config: ReplayConfig
+    policy: str
+    shares: dict[str, float]  # project -> effective share (fraction of the cluster)
+    jobs: list[JobRecord]
+    skipped: list[TraceJob]  # asked for more GPUs than the cluster has
+    runs: list[Run]
+    preemptions: list[PreemptionEvent]
+    ledger: UsageLedger
+    start_time: float
+    last_submit: float
+    end_time: float
+    wall_seconds: float = 0.0
+    cycles: int = 0
+    duplicates: int = 0
+
+    @property
+    def projects(self) -> list[str]:
+        """Every project of the trace (budgeted or not), sorted."""
+        return self.ledger.projects
+
+
+SchedulerFactory = Callable[..., object]
+
+
+def _engine_scheduler(nodes, budget_root, policy: str, params):
+    from scheduler.engine import Scheduler, make_policy
+
+    return Scheduler(nodes, budget_root, policy=make_policy(policy), params=params)
+
+
+def to_engine_budget(budget: Budget | None):
+    """Convert a simulator ``Budget`` tree into the engine's ``BudgetNode`` tree."""
+    if budget is None:
+        return None
+    from scheduler.engine import BudgetNode
+
+    return BudgetNode(
+        name=budget.name,
+        share=budget.share,
+        children=[to_engine_budget(c) for c in budget.children],
+    )
+
+
+def replay(
+    trace: Trace,
+    budgets: Budget | None,
+    config: ReplayConfig,
+    *,
+    scheduler_factory: SchedulerFactory | None = None,
+) -> ReplayResult:
+    """Replay ``trace`` on a cluster of ``config.gpus`` GPUs under ``config.policy``.
+
+    Jobs asking for more GPUs than the cluster has are skipped (listed in ``skipped``). The
+    replay runs until every job has finished — or until no job can ever start (nothing is
+    running, nothing more will arrive and a cycle started nothing); such jobs keep
+    ``first_start is None``. ``scheduler_factory(nodes, budget_root, policy, params)`` lets
+    tests substitute a scheduler; the default is the real engine.
+    """
+    from scheduler.engine import Node, PolicyParams, Workload
+
+    config.validate()
+    wall0 = time.perf_counter()
+    contract = config.contract
+    gpn = config.gpus_per_node
+    jobs: list[JobRecord] = []
+    workloads = []
+    skipped: list[TraceJob] = []
+    for tj in trace.jobs:
+        if tj.gpus > config.gpus:
+            skipped.append(tj)
+            continue
+        rec = JobRecord(
+            id=tj.id,
+            project=tj.project,
+            gpus=tj.gpus,
+            nodes=math.ceil(tj.gpus / gpn) if tj.gpus > gpn else 1,
+            submit=tj.submit_time,
+            duration=tj.duration,
+            min_runtime=contract.min_runtime(tj),
+            resumable=contract.resumable(tj),
+            debug=contract.is_debug(tj),
+            remaining=tj.duration,
+        )
+        jobs.append(rec)
+        workloads.append(
+            Workload(
+                id=rec.id,
+                project=rec.project,
+                gpus=rec.gpus,
+                submit_time=rec.submit,
+                min_runtime=rec.min_runtime,
+                resumable=rec.resumable,
+                nodes=rec.nodes,
+            )
+        )
+    by_id = {rec.id: i for i, rec in enumerate(jobs)}
+
+    node_names = [f"n{i:03d}" for i in range(config.nodes)]
+    node_index = {name: i for i, name in enumerate(node_names)}
+    params = PolicyParams(
+        window_seconds=config.window_seconds,
+        checkpoint_interval=config.checkpoint_interval,
+        restart_overhead=config.restart_overhead,
+        max_min_runtime=contract.max_min_runtime,
+    )
+    factory = scheduler_factory or _engine_scheduler
+    sched = factory(
+        [Node(name, gpn) for name in node_names], to_engine_budget(budgets), config.policy, params
+    )
+    ledger = UsageLedger(trace.projects, trace.start, config.window_seconds)
+    shares = budgets.effective_shares() if budgets else {}
+
+    # Free GPU slots per node, lowest first, so the timeline can draw one row per GPU.
+    free_slots = [list(range(gpn)) for _ in node_names]
+    runs: list[Run] = []
+    preemptions: list[PreemptionEvent] = []
+    heap: list[tuple[float, int, int, int, int]] = []
+    seq = 0
+    ckpt = config.checkpoint_interval
+    overhead = config.restart_overhead
+    record_runs = config.record_runs
+    interval = config.cycle_interval
+
+    def end_run(rec: JobRecord, j: int, t: float, preempted: bool) -> None:
+        lane = {"free": rec.run_gpus} if rec.min_runtime <= 0 else {"charged": rec.run_gpus}
+        ledger.change(rec.project, t, **{k: -v for k, v in lane.items()})
+        for row in rec.run_rows:
+            free_slots[row // gpn].append(row % gpn)
+        if record_runs:
+            runs.append(
+                Run(
+                    j,
+                    rec.run_start,
+                    t,
+                    rec.run_start + rec.min_runtime,
+                    preempted,
+                    rec.run_gpus,
+                    rec.run_rows,
+                )
+            )
+        rec.run_start = None
+        rec.run_rows = ()
+        rec.run_gpus = 0
+
+    n = len(jobs)
+    submit_i = 0
+    next_tick = math.inf
+    cycles = 0
+    now = trace.start
+    while True:
+        t_submit = jobs[submit_i].submit if submit_i < n else math.inf
+        t_event = heap[0][0] if heap else math.inf
+        t = min(t_submit, t_event, next_tick)
+        if t == math.inf:
+            break
+        now = t
+        ledger.advance(t)
+
+        while heap and heap[0][0] <= t:
+            _, kind, _, j, gen = heapq.heappop(heap)
+            rec = jobs[j]
+            if gen != rec.gen or kind != _FINISH:
+                continue  # a stale event of a preempted run, or an expiry (it only wakes us)
+            sched.finish(rec.id)
+            ledger.change(rec.project, t, demand=-rec.gpus)
+            end_run(rec, j, t, preempted=False)
+            rec.end = t
+            rec.remaining = 0.0
+
+        while submit_i < n and jobs[submit_i].submit <= t:
+            rec = jobs[submit_i]
+            sched.submit(workloads[submit_i])
+            ledger.change(rec.project, t, demand=rec.gpus)
+            submit_i += 1
+
+        if not sched.pending_count():
+            next_tick = math.inf
+            continue
+        result = sched.cycle(t, ledger.usage(t))
+        cycles += 1
+
+        # Preemptions first: they free the GPU slots the starts of this cycle reuse.
+        for order in result.preemptions:
+            j = by_id[order.workload_id]
+            rec = jobs[j]
+            ran = t - rec.run_start
+            if rec.resumable:
+                saved = min(math.floor(ran / ckpt) * ckpt, rec.remaining)
+                lost = ran - saved + overhead
+                rec.remaining = rec.remaining - saved + overhead
+            else:
+                lost = ran
+                rec.remaining = rec.duration
+            lost_gpu_seconds = lost * rec.run_gpus
+            rec.lost_gpu_seconds += lost_gpu_seconds
+            rec.preemptions += 1
+            rec.gen += 1
+            preemptions.append(PreemptionEvent(t, j, order.kind, order.by, lost_gpu_seconds))
+            end_run(rec, j, t, preempted=True)
+
+        for order in result.starts:
+            j = by_id[order.workload_id]
+            rec = jobs[j]
+            if rec.first_start is None:
+                rec.first_start = t
+            gpus = 0
+            rows: list[int] = []
+            for name, count in order.placement.items():
+                i = node_index[name]
+                slots = free_slots[i]
+                if count > len(slots):
+                    raise RuntimeError(
+                        f"engine placed {count} GPUs of {rec.id} on {name}, "
+                        f"which has {len(slots)} free"
+                    )
+                slots.sort()
+                rows.extend(i * gpn + s for s in slots[:count])
+                del slots[:count]
+                gpus += count
+            rec.run_start = t
+            rec.run_gpus = gpus
+            rec.run_rows = tuple(rows)
+            if rec.min_runtime <= 0:
+                ledger.change(rec.project, t, free=gpus)
+            else:
+                ledger.change(rec.project, t, charged=gpus)
+            seq += 1
+            heapq.heappush(heap, (t + rec.remaining, _FINISH, seq, j, rec.gen))
+            if 0 < rec.min_runtime < rec.remaining:
+                seq += 1
+                heapq.heappush(heap, (t + rec.min_runtime, _EXPIRY, seq, j, rec.gen))
+
+        if sched.pending_count():
+            if not heap and submit_i == n and not result.starts and not sched.running:
+                break  # the cluster is empty and nothing more can start: those jobs never run
+            next_tick = t + interval
+        else:
+            next_tick = math.inf
+
+    ledger.close(now)
+    end_time = max(
+        [trace.start] + [r.end for r in jobs if r.end is not None] + [p.time for p in preemptions]
+    )
+    return ReplayResult(
+        config=config,
+        policy=config.policy,
+        shares=shares,
+        jobs=jobs,
+        skipped=skipped,
+        runs=runs,
+        preemptions=preemptions,
+        ledger=ledger,
+        start_time=trace.start,
+        last_submit=trace.last_submit,
+        end_time=end_time,
+        wall_seconds=time.perf_counter() - wall0,
+        cycles=cycles,
+        duplicates=trace.duplicates,
+    )

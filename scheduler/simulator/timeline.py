@@ -1,0 +1,237 @@
+"""Pictures of a replay: the GPU timeline and owed-vs-delivered per team.
+
+Figure builders are pure functions (replay data in, ``plotly.graph_objects.Figure`` out), so
+tests assert on figure data. ``write_timeline_html`` is the only I/O: it writes one page with
+plotly.js saved next to it (never a CDN), so the page works offline.
+
+A whole replay is too much to draw (the Philly trace has ~100,000 runs over months), so the
+timeline shows a bounded window — by default the ``span`` (7 days) with the highest demand
+inside the submit window — and the page says which.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.offline import get_plotlyjs
+
+from scheduler.simulator.ledger import HOUR
+from scheduler.simulator.replay import ReplayResult
+
+PLOTLY_JS = "plotly.min.js"
+_PALETTE = qualitative.Dark24 + qualitative.Light24
+
+
+@dataclass(frozen=True)
+class Window:
+    """The stretch of virtual time a timeline shows (seconds), and why it was chosen."""
+
+    start: float
+    end: float
+    why: str
+
+
+def team_colors(projects: list[str]) -> dict[str, str]:
+    """A stable colour per project (sorted order → palette order)."""
+    return {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(sorted(projects))}
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def choose_window(result: ReplayResult, span: float, start: float | None = None) -> Window:
+    """The timeline's window: ``[start, start + span)`` if given, else the ``span`` (whole
+    hours) inside the submit window with the most demand (pending + running GPU-hours)."""
+    if start is not None:
+        return Window(start, start + span, "chosen")
+    ledger = result.ledger
+    hours = max(1, math.ceil(span / HOUR))
+    last = min(ledger.hours, int((result.last_submit - ledger.hour0) // HOUR) + 1)
+    totals = [sum(ledger.demand[i][h] for i in range(len(ledger.projects))) for h in range(last)]
+    if len(totals) <= hours:
+        return Window(ledger.hour0, ledger.hour0 + hours * HOUR, "whole trace")
+    best = running = sum(totals[:hours])
+    best_h = 0
+    for h in range(hours, len(totals)):
+        running += totals[h] - totals[h - hours]
+        if running > best:
+            best, best_h = running, h - hours + 1
+    begin = ledger.hour_start(best_h)
+    return Window(begin, begin + hours * HOUR, "busiest (most demand) in the submit window")
+
+
+def timeline_figure(
+    result: ReplayResult, window: Window, colors: dict[str, str] | None = None
+) -> go.Figure:
+    """One row per GPU, one bar per run inside ``window``, coloured by team.
+
+    Each run is drawn solid while protected by its minimum runtime and hatched once
+    preemptible (free-lane runs are hatched throughout); an ``x`` marks where a run was
+    preempted. Times are drawn as dates (milliseconds since the epoch on a date axis).
+    """
+    colors = colors or team_colors(result.projects)
+    gpn = result.config.gpus_per_node
+    ws, we = window.start, window.end
+    series: dict[tuple[str, bool], dict[str, list]] = {}
+    marks_x: list[float] = []
+    marks_y: list[int] = []
+    marks_text: list[str] = []
+    for run in result.runs:
+        if run.end <= ws or run.start >= we or run.end <= run.start:
+            continue
+        job = result.jobs[run.job]
+        pieces = (
+            (max(run.start, ws), min(run.protected_until, run.end, we), False),
+            (max(run.protected_until, run.start, ws), min(run.end, we), True),
+        )
+        for lo, hi, hatched in pieces:
+            if hi <= lo:
+                continue
+            s = series.setdefault((job.project, hatched), {"base": [], "x": [], "y": [], "id": []})
+            for row in run.rows:
+                s["base"].append(round(lo * 1000))
+                s["x"].append(round((hi - lo) * 1000))
+                s["y"].append(row)
+                s["id"].append(job.id)
+        if run.preempted and ws <= run.end < we:
+            for row in run.rows:
+                marks_x.append(round(run.end * 1000))
+                marks_y.append(row)
+                marks_text.append(job.id)
+
+    fig = go.Figure()
+    shown: set[str] = set()
+    for (project, hatched), s in sorted(series.items()):
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                base=s["base"],
+                x=s["x"],
+                y=s["y"],
+                customdata=s["id"],
+                name=project,
+                legendgroup=project,
+                showlegend=project not in shown,
+                marker={
+                    "color": colors.get(project, "#888"),
+                    "line": {"width": 0},
+                    "pattern": {"shape": "/" if hatched else "", "fgcolor": "white"},
+                },
+                width=0.9,
+                hovertemplate=(
+                    f"{html.escape(project)} %{{customdata}}<br>GPU row %{{y}}"
+                    + ("<br>preemptible" if hatched else "<br>protected (minimum runtime)")
+                    + "<extra></extra>"
+                ),
+            )
+        )
+        shown.add(project)
+    if marks_x:
+        fig.add_trace(
+            go.Scatter(
+                x=marks_x,
+                y=marks_y,
+                text=marks_text,
+                mode="markers",
+                name="preempted",
+                marker={"symbol": "x", "color": "black", "size": 6},
+                hovertemplate="preempted %{text}<extra></extra>",
+            )
+        )
+    rows = result.config.gpus
+    node_ticks = list(range(0, rows, gpn * max(1, rows // gpn // 32)))
+    fig.update_layout(
+        title=(
+            f"{result.policy}: GPU timeline {_iso(ws)} - {_iso(we)} UTC "
+            f"({window.why}; solid = protected, hatched = preemptible, x = preempted)"
+        ),
+        barmode="overlay",
+        height=max(400, min(2400, 3 * rows + 200)),
+        xaxis={"type": "date", "range": [ws * 1000, we * 1000], "title": "time (UTC)"},
+        yaxis={
+            "title": "GPU (node x GPUs per node + slot)",
+            "range": [rows - 0.5, -0.5],
+            "tickvals": node_ticks,
+            "ticktext": [f"n{t // gpn:03d}" for t in node_ticks],
+        },
+        legend={"title": "team"},
+        margin={"l": 70, "r": 20, "t": 60, "b": 50},
+    )
+    return fig
+
+
+def delivery_figure(metrics: dict, period: str = "whole") -> go.Figure:
+    """Owed vs delivered GPU-hours per budgeted team, from one policy's metrics.
+
+    ``period`` is ``"whole"`` (the whole replay) or ``"submit_window"``. Delivered is
+    min(charged, owed); burst (charged above entitlement) is shown beside them.
+    """
+    source = metrics if period == "whole" else metrics["submit_window"]
+    teams = [t for t in source["teams"] if t["budgeted"]]
+    teams.sort(key=lambda t: -t["owed_gpu_hours"])
+    names = [t["project"] for t in teams]
+    owed = [t["owed_gpu_hours"] for t in teams]
+    delivered = [min(t["charged_gpu_hours"], t["owed_gpu_hours"]) for t in teams]
+    ratios = [
+        "—" if t["delivery_ratio"] is None else f"{100 * t['delivery_ratio']:.0f} %" for t in teams
+    ]
+    fig = go.Figure(
+        [
+            go.Bar(x=names, y=owed, name="owed", marker={"color": "#9aa5b1"}),
+            go.Bar(
+                x=names,
+                y=delivered,
+                name="delivered",
+                marker={"color": "#2b6cb0"},
+                text=ratios,
+                textposition="outside",
+            ),
+            go.Bar(
+                x=names,
+                y=[t["burst_gpu_hours"] for t in teams],
+                name="burst",
+                marker={"color": "#ed8936"},
+            ),
+        ]
+    )
+    label = "whole replay" if period == "whole" else "submit window"
+    fig.update_layout(
+        title=f"{metrics['policy']}: owed vs delivered GPU-hours per team ({label}, "
+        f"{metrics['gpus']} GPUs)",
+        barmode="group",
+        yaxis={"title": "GPU-hours"},
+        xaxis={"title": "team"},
+        height=420,
+    )
+    return fig
+
+
+def write_timeline_html(path: Path, sections: list[tuple[str, str, list[go.Figure]]]) -> Path:
+    """Write a page of ``(heading, note, figures)`` sections to ``path``; plotly.js is written
+    once beside it as ``plotly.min.js`` and loaded from there."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    js = path.parent / PLOTLY_JS
+    if not js.exists():
+        js.write_text(get_plotlyjs(), encoding="utf-8")
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<title>Simulation timeline</title>",
+        f"<script src='{PLOTLY_JS}'></script>",
+        "<style>body{font-family:sans-serif;margin:1.5em}p.note{color:#444}</style>",
+        "</head><body><h1>Simulation timeline</h1>",
+    ]
+    for heading, note, figures in sections:
+        parts.append(f"<h2>{html.escape(heading)}</h2><p class='note'>{html.escape(note)}</p>")
+        for fig in figures:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+    parts.append("</body></html>")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path

@@ -1,0 +1,272 @@
+"""Workload traces: load, validate and sort the jobs a replay is made of.
+
+Two formats:
+
+- ``canonical``: CSV with header ``id,submit_time,duration_s,gpus,project,min_runtime_s,resumable``.
+  ``submit_time`` is ISO 8601 (naive times are UTC) or epoch seconds; ``min_runtime_s`` and
+  ``resumable`` may be empty (the replay's defaults then apply).
+- ``philly``: the Microsoft Philly job table, ``timestamp,duration,num_gpus,gpu_time,cluster``;
+  the project is the ``cluster`` column (the Philly virtual cluster, i.e. the team).
+
+Either file may be gzipped (detected by its magic bytes, not its name). Rows are sorted by
+submit time, ties kept in file order. Exact duplicate rows are *kept*: real logs have them and
+dropping them would silently change the workload; ``Trace.duplicates`` counts them.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+FORMATS = ("canonical", "philly")
+CANONICAL_COLUMNS = (
+    "id",
+    "submit_time",
+    "duration_s",
+    "gpus",
+    "project",
+    "min_runtime_s",
+    "resumable",
+)
+PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be replayed: names the line (1 = the header) and the reason."""
+
+    def __init__(self, reason: str, line: int | None = None, source: str = "trace"):
+        self.reason = reason
+        self.line = line
+        self.source = source
+        where = f"{source}, line {line}" if line is not None else source
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclass(slots=True)
+class TraceJob:
+    """One job of a trace, as read: times in seconds, ``None`` where the trace is silent.
+
+    ``id`` is unique within a trace (a repeated canonical id gets ``@<line>`` appended);
+    ``line`` is the file line it came from, for messages.
+    """
+
+    id: str
+    submit_time: float
+    duration: float
+    gpus: int
+    project: str
+    min_runtime: float | None = None
+    resumable: bool | None = None
+    line: int = 0
+
+
+@dataclass
+class Trace:
+    """The jobs of one trace file, sorted by submit time (ties in file order)."""
+
+    jobs: list[TraceJob]
+    format: str
+    source: str = "trace"
+    duplicates: int = 0  # rows identical to an earlier row (all fields but id): kept
+    projects: list[str] = field(default_factory=list)
+
+    @property
+    def start(self) -> float:
+        """Submit time of the first job (0 for an empty trace)."""
+        return self.jobs[0].submit_time if self.jobs else 0.0
+
+    @property
+    def last_submit(self) -> float:
+        """Submit time of the last job: the end of the *submit window*."""
+        return self.jobs[-1].submit_time if self.jobs else 0.0
+
+
+def load_trace(path: str | Path, fmt: str = "canonical") -> Trace:
+    """Read the trace at ``path`` (plain or gzipped CSV) in format ``fmt``.
+
+    Raises ``TraceError`` for an unknown format, a missing or unreadable file, a wrong header
+    or any bad row (with its line number).
+    """
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        opener = gzip.open if gz else open
+        with opener(path, "rt", encoding="utf-8", newline="") as stream:
+            return read_trace(stream, fmt, source=str(path))
+    except OSError as exc:  # missing file, bad gzip, permission: no traceback for the user
+        raise TraceError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise TraceError("not a UTF-8 text file", source=str(path)) from exc
+
+
+def read_trace(stream: Iterable[str] | str, fmt: str = "canonical", source: str = "trace") -> Trace:
+    """Parse CSV text (a string or an iterable of lines) in format ``fmt`` into a sorted Trace."""
+    if isinstance(stream, str):
+        stream = io.StringIO(stream)
+    if fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    reader = csv.reader(stream)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError("empty file (no header)", line=1, source=source) from None
+    except csv.Error as exc:
+        raise TraceError(f"malformed CSV: {exc}", line=1, source=source) from None
+    header = [h.strip().lower() for h in header]
+    expected = CANONICAL_COLUMNS if fmt == "canonical" else PHILLY_COLUMNS
+    required = expected if fmt == "canonical" else ("timestamp", "duration", "num_gpus", "cluster")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceError(
+            f"header lacks column(s) {', '.join(missing)} for format {fmt!r} "
+            f"(expected {','.join(expected)})",
+            line=1,
+            source=source,
+        )
+    index = {name: header.index(name) for name in required}
+    parse_row = _canonical_row if fmt == "canonical" else _philly_row
+
+    jobs: list[TraceJob] = []
+    seen_ids: set[str] = set()
+    seen_rows: set[tuple] = set()
+    duplicates = 0
+    line = 1
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not cell.strip() for cell in row):
+                continue  # blank lines are not jobs
+            if len(row) != len(header):
+                raise TraceError(
+                    f"expected {len(header)} fields, found {len(row)}", line=line, source=source
+                )
+            try:
+                job = parse_row(row, index, line)
+            except ValueError as exc:
+                raise TraceError(str(exc), line=line, source=source) from None
+            if job.id in seen_ids:
+                job.id = f"{job.id}@{line}"
+            seen_ids.add(job.id)
+            key = (
+                job.submit_time,
+                job.duration,
+                job.gpus,
+                job.project,
+                job.min_runtime,
+                job.resumable,
+            )
+            if key in seen_rows:
+                duplicates += 1
+            else:
+                seen_rows.add(key)
+            jobs.append(job)
+    except csv.Error as exc:
+        raise TraceError(f"malformed CSV: {exc}", line=reader.line_num, source=source) from None
+    # Stable sort: equal submit times keep their file order, so replays are deterministic.
+    jobs.sort(key=lambda j: (j.submit_time, j.line))
+    projects = sorted({j.project for j in jobs})
+    return Trace(jobs=jobs, format=fmt, source=source, duplicates=duplicates, projects=projects)
+
+
+def _number(text: str, name: str) -> float:
+    """A finite float, or ValueError naming the field."""
+    text = text.strip()
+    if not text:
+        raise ValueError(f"{name} is empty")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} is not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} is not a finite number: {text!r}")
+    return value
+
+
+def _duration(text: str, name: str) -> float:
+    value = _number(text, name)
+    if value < 0:
+        raise ValueError(f"{name} is negative ({text.strip()})")
+    return value
+
+
+def _gpus(text: str, name: str) -> int:
+    value = _number(text, name)
+    if value != int(value) or value < 1:
+        raise ValueError(f"{name} must be a whole number of GPUs ≥ 1, found {text.strip()!r}")
+    return int(value)
+
+
+def _project(text: str, name: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError(f"{name} is empty")
+    return value
+
+
+def parse_time(text: str, name: str) -> float:
+    """Epoch seconds, or an ISO 8601 date-time (naive = UTC)."""
+    text = text.strip()
+    if not text:
+        raise ValueError(f"{name} is empty")
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} is not a valid epoch time: {text!r}")
+        return value
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{name} is neither ISO 8601 nor epoch seconds: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _optional_bool(text: str, name: str) -> bool | None:
+    value = text.strip().lower()
+    if not value:
+        return None
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false (or empty), found {text.strip()!r}")
+
+
+def _canonical_row(row: list[str], index: dict[str, int], line: int) -> TraceJob:
+    min_runtime_text = row[index["min_runtime_s"]].strip()
+    return TraceJob(
+        id=_project(row[index["id"]], "id"),
+        submit_time=parse_time(row[index["submit_time"]], "submit_time"),
+        duration=_duration(row[index["duration_s"]], "duration_s"),
+        gpus=_gpus(row[index["gpus"]], "gpus"),
+        project=_project(row[index["project"]], "project"),
+        min_runtime=_duration(min_runtime_text, "min_runtime_s") if min_runtime_text else None,
+        resumable=_optional_bool(row[index["resumable"]], "resumable"),
+        line=line,
+    )
+
+
+def _philly_row(row: list[str], index: dict[str, int], line: int) -> TraceJob:
+    return TraceJob(
+        id=f"L{line}",  # Philly rows have no id: the line number is stable and unique
+        submit_time=parse_time(row[index["timestamp"]], "timestamp"),
+        duration=_duration(row[index["duration"]], "duration"),
+        gpus=_gpus(row[index["num_gpus"]], "num_gpus"),
+        project=_project(row[index["cluster"]], "cluster"),
+        line=line,
+    )
