@@ -94,10 +94,14 @@ class Agent:
             return
         try:
             self._talk(now)
-        except TransientError as exc:
+        except (TransientError, RequestRefused) as exc:
+            if isinstance(exc, RequestRefused) and exc.status == 409:
+                # The server does not know this agent as registered (its node was removed or
+                # re-created): register again on the next contact.
+                self.registered = False
             self._backoff = min(max(self._backoff * 2, 1.0), self.backoff_max_seconds)
             self._next_contact = self.clock() + self._backoff
-            logger.warning("server unavailable (%s); retrying in %.0fs", exc, self._backoff)
+            logger.warning("server call failed (%s); retrying in %.0fs", exc, self._backoff)
         else:
             self._backoff = 0.0
             self._next_contact = self.clock() + self.poll_seconds
@@ -179,6 +183,14 @@ class Agent:
             raise AgentFatal(f"registration refused: {exc}") from exc
         self.registered = True
         self.heartbeat_seconds = float(answer.get("heartbeat_seconds") or self.heartbeat_seconds)
+        # Runs the server believes are on this node but that no process of ours carries (an
+        # earlier life of this agent died with them): report them interrupted, so the server
+        # ends them and requeues their workloads instead of charging them forever.
+        now = self.clock()
+        for run in answer.get("open_runs", []):
+            key = str(run)
+            if not self.runner.is_running(key) and key not in self._deferred:
+                self._exits[key] = _lost(key, now)
         logger.info(
             "registered %s (%d GPUs) as %s", self.node, len(self.runner.gpus), answer.get("state")
         )
@@ -268,7 +280,7 @@ def _idem(order: dict) -> str:
     return str(order.get("idempotency_key") or f"{order['kind']}:{order['id']}")
 
 
-def _not_started(run_key: str, now: float) -> ProcessExit:
+def _not_started(run_key: str, now: float, error: str = "stopped before it started") -> ProcessExit:
     return ProcessExit(
         key=run_key,
         returncode=None,
@@ -277,8 +289,12 @@ def _not_started(run_key: str, now: float) -> ProcessExit:
         started_at=now,
         ended_at=now,
         gpus=[],
-        error="stopped before it started",
+        error=error,
     )
+
+
+def _lost(run_key: str, now: float) -> ProcessExit:
+    return _not_started(run_key, now, "lost: the agent restarted while it ran")
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
