@@ -11,6 +11,8 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
+from scheduler.executors.tasks import simulated_executor_tick  # noqa: F401 - registers it
+
 logger = logging.getLogger(__name__)
 
 RETRY = {
