@@ -1,6 +1,6 @@
 """Browser pages of the budget domain."""
 
-from django.urls import path
+from django.urls import include, path
 
 from governance import views
 
@@ -20,4 +20,5 @@ urlpatterns = [
     path("requests/<int:pk>/approve/", views.approval_approve_view, name="approval-approve"),
     path("requests/<int:pk>/reject/", views.approval_reject_view, name="approval-reject"),
     path("requests/<int:pk>/withdraw/", views.approval_withdraw_view, name="approval-withdraw"),
+    path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views.py)
 ]
