@@ -13,9 +13,11 @@ import plotly.graph_objects as go
 
 # Calm, distinguishable program colours; projects take a lighter tint of their program's.
 PROGRAM_COLOURS = ["#2a7f84", "#3b6fb6", "#a1662f", "#6b5fb5", "#4d8a3a", "#b0546b", "#5f7a8c"]
-ROOT_COLOUR = "#17324d"
+ROOT_COLOUR = "#e3e9f0"
 UNALLOCATED_COLOUR = "#e4e7eb"
 HIDDEN_COLOUR = "#c9ced6"
+DARK_TEXT = "#1f2933"
+LIGHT_TEXT = "#ffffff"
 UNALLOCATED_LABEL = "Unallocated"
 HIDDEN_LABEL = "Not visible to you"
 # Below this (percent of the cluster) a rest is rounding noise, not a wedge worth drawing.
@@ -48,10 +50,12 @@ def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
     parents: list[str] = []
     values: list[float] = []
     colours: list[str] = []
+    text_colours: list[str] = []
     customdata: list[list] = []
 
-    def add(node_id, label, parent_id, value, colour, share_of_parent):
+    def add(node_id, label, parent_id, value, colour, share_of_parent, text_colour=DARK_TEXT):
         ids.append(node_id)
+        text_colours.append(text_colour)
         labels.append(label)
         parents.append(parent_id)
         values.append(round(value, 4))
@@ -69,7 +73,8 @@ def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
         node_id = _node_id(node)
         effective = float(node.effective_share)
         position = len(ids)
-        add(node_id, node.obj.name, parent_id, effective, colour, float(node.share))
+        text_colour = LIGHT_TEXT if node.kind == "program" else DARK_TEXT
+        add(node_id, node.obj.name, parent_id, effective, colour, float(node.share), text_colour)
         children_total = 0.0
         for index, child in enumerate(node.children):
             if node.kind == "organization":
@@ -111,6 +116,8 @@ def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
             values=values,
             branchvalues="total",
             marker={"colors": colours, "line": {"color": "#ffffff", "width": 1.5}},
+            textfont={"color": text_colours},
+            insidetextfont={"color": text_colours},
             customdata=customdata,
             hovertemplate=(
                 "<b>%{label}</b><br>%{customdata[0]:.2f} % of parent"

@@ -215,9 +215,12 @@ class DecisionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
     )
 
-    def __init__(self, *args, require_comment: bool = False, **kwargs):
+    def __init__(
+        self, *args, require_comment: bool = False, label: str = "Comment (optional)", **kwargs
+    ):
         super().__init__(*args, **kwargs)
         self.require_comment = require_comment
+        self.fields["comment"].label = label
         if require_comment:
             self.fields["comment"].required = True
             self.fields["comment"].error_messages["required"] = (

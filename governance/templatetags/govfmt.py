@@ -26,6 +26,8 @@ def pct(value) -> str:
     number = _decimal(value)
     if number is None:
         return "—"
+    if 0 < number < Decimal("0.005"):
+        return "< 0.01 %"  # a real, tiny share: "0.00 %" would read as none
     return f"{number:,.2f} %"
 
 
@@ -47,6 +49,8 @@ def gpus(value) -> str:
     number = _decimal(value)
     if number is None:
         return "—"
+    if 0 < number < Decimal("0.05"):
+        return "< 0.1"
     rounded = round(number, 1)
     if rounded == rounded.to_integral_value():
         return f"{int(rounded):,}"

@@ -52,6 +52,20 @@ class LineView:
         return self.line.percent - self.line.previous_percent
 
 
+# Each decision's comment field: its label, and whether it is required.
+DECISION_FIELDS = {
+    "approve": ("Note to the requester (optional)", False),
+    "reject": ("Why you reject it (required)", True),
+    "withdraw": ("Why you withdraw it (optional)", False),
+}
+
+
+def decision_form(prefix: str, data=None) -> DecisionForm:
+    """The comment form of one decision (its prefix keeps the three forms apart)."""
+    label, required = DECISION_FIELDS[prefix]
+    return DecisionForm(data, prefix=prefix, label=label, require_comment=required)
+
+
 def _detail_context(
     request, approval_request, approve_form=None, reject_form=None, withdraw_form=None
 ):
@@ -73,9 +87,9 @@ def _detail_context(
         "may_decide": may_decide,
         "may_withdraw": may_withdraw,
         "is_requester": approval_request.requested_by_id == request.user.pk,
-        "approve_form": approve_form or DecisionForm(prefix="approve"),
-        "reject_form": reject_form or DecisionForm(prefix="reject", require_comment=True),
-        "withdraw_form": withdraw_form or DecisionForm(prefix="withdraw"),
+        "approve_form": approve_form or decision_form("approve"),
+        "reject_form": reject_form or decision_form("reject"),
+        "withdraw_form": withdraw_form or decision_form("withdraw"),
     }
 
 
@@ -100,7 +114,7 @@ def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def _decide(request: HttpRequest, pk: int, *, prefix: str, service, done: str) -> HttpResponse:
     """Run one decision service on a visible request; re-render the detail on refusal."""
     approval_request = _visible_request(request, pk)
-    form = DecisionForm(request.POST, prefix=prefix, require_comment=prefix == "reject")
+    form = decision_form(prefix, request.POST)
     if form.is_valid():
         try:
             service(

@@ -87,7 +87,9 @@ def test_pi_requests_a_change_and_the_manager_approves_it(page, live_server, wor
     inbox.click()
     page.get_by_role("link", name=f"#{request.pk} · Vision").click()
     expect(page.get_by_test_id("request-history")).to_contain_text("Submitted")
-    page.get_by_label("Comment").first.fill("Go ahead, good luck with the paper.")
+    page.get_by_label("Note to the requester (optional)").fill(
+        "Go ahead, good luck with the paper."
+    )
     page.get_by_role("button", name="Approve").click()
 
     expect(page.get_by_test_id("state")).to_have_text("Applied")
