@@ -237,6 +237,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Parsers that enforce DATA_UPLOAD_MAX_MEMORY_SIZE (DRF's own read the body unbounded).
+    "DEFAULT_PARSER_CLASSES": [
+        "governance.api.parsers.LimitedJSONParser",
+        "governance.api.parsers.LimitedFormParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
@@ -250,6 +255,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a "state"; name each enum after its model so the schema is unambiguous.
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadStateEnum": "scheduler.choices.WorkloadState",
+        "RunEndReasonEnum": "scheduler.choices.RunEndReason",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------

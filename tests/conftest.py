@@ -16,6 +16,13 @@ from tests.services import ensure_running, required_services
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Hash test users' passwords cheaply: the suite creates personas in nearly every test."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Fail the whole run, naming the service, when PostgreSQL or Redis cannot be had."""
     from django.conf import settings

@@ -7,19 +7,17 @@ Querysets start from ``user_visibility(user=...)``, so an object the caller may 
 
 from __future__ import annotations
 
-from io import BytesIO
-
-from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, parsers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from governance import filters
+from governance.api.parsers import LimitedFormParser, LimitedJSONParser
 from governance.api.serializers import (
     AllocationSerializer,
     ApprovalRequestInputSerializer,
@@ -46,36 +44,6 @@ from governance.services.approvals import (
 )
 
 # --- Input parsing ------------------------------------------------------------------------
-
-
-def read_limited(stream):
-    """The request body as a new stream, or ``RequestDataTooBig`` past the size limit.
-
-    Django checks ``DATA_UPLOAD_MAX_MEMORY_SIZE`` only when ``request.body`` is read, while DRF
-    parsers read the stream; without this an oversized JSON or form body would be read whole.
-    The limit is read at call time so tests and deployments can change it.
-    """
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    if limit is None or stream is None:
-        return stream
-    body = stream.read(limit + 1)
-    if len(body) > limit:
-        raise RequestDataTooBig(f"Request body exceeded {limit} bytes.")
-    return BytesIO(body)
-
-
-class LimitedJSONParser(parsers.JSONParser):
-    """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        return super().parse(read_limited(stream), media_type, parser_context)
-
-
-class LimitedFormParser(parsers.FormParser):
-    """Form parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413)."""
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        return super().parse(read_limited(stream), media_type, parser_context)
 
 
 class TokenView(ObtainAuthToken):

@@ -47,14 +47,6 @@ def test_generated_schema_is_valid_openapi(tmp_path):
     assert "/api/clusters/{id}/tree/" in out.read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "scheduler/api serializers: workload 'state' and run 'end_reason'/'stop_reason' enums "
-        "collide in naming; needs SPECTACULAR_SETTINGS['ENUM_NAME_OVERRIDES'] entries for "
-        "scheduler.choices.WorkloadState and RunEndReason (settings.py). Remove this marker then."
-    ),
-)
 def test_schema_generation_has_no_warnings(tmp_path):
     call_command(
         "spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml")
