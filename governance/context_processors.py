@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from governance.selectors.approvals import approval_inbox
 
@@ -11,8 +13,8 @@ from governance.selectors.approvals import approval_inbox
 def navigation(request: HttpRequest) -> dict:
     """Navigation entries for the signed-in user, with the inbox count for deciders.
 
-    Entries follow the roles (via the visibility selector): the tree for anyone who sees a
-    cluster, the inbox for managers, "My requests" for those who may ask for a change.
+    Entries follow the roles (via the visibility selector): the tree, workloads and nodes for
+    anyone with a role, the inbox for managers, "My requests" for those who may ask for a change.
     """
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -34,6 +36,11 @@ def navigation(request: HttpRequest) -> dict:
         )
     if vis.admin_org_ids or vis.managed_program_ids or vis.pi_project_ids:
         items.append({"label": "My requests", "url": reverse("my-requests"), "count": None})
+    if not vis.is_empty:
+        # The live scheduler's pages (scheduler/web_urls.py), when that app is wired in.
+        for label, name in (("Workloads", "scheduler:workloads"), ("Nodes", "scheduler:nodes")):
+            with contextlib.suppress(NoReverseMatch):
+                items.append({"label": label, "url": reverse(name), "count": None})
     for item in items:
         url = item["url"]
         item["active"] = path == url if url == "/" else path.startswith(url)

@@ -89,6 +89,9 @@ def test_a_future_split_redirects_to_the_tree_as_of_its_start(manager, personas)
         ("abc", "Enter a number, like 42.5."),
         ("", "Enter a percent between 0 and 100"),
         ("12.345", "Use at most 2 decimals"),
+        ("NaN", "Enter a number, like 42.5."),
+        ("Infinity", "Enter a number, like 42.5."),
+        ("1e5", "Must be between 0 and 100."),
     ],
 )
 def test_bad_percent_is_shown_next_to_its_field_and_nothing_changes(manager, personas, a1, message):
