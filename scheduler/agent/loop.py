@@ -182,7 +182,9 @@ class Agent:
         except RequestRefused as exc:
             raise AgentFatal(f"registration refused: {exc}") from exc
         self.registered = True
-        self.heartbeat_seconds = float(answer.get("heartbeat_seconds") or self.heartbeat_seconds)
+        # The server says how often it wants a heartbeat; more often is fine.
+        asked = float(answer.get("heartbeat_seconds") or self.heartbeat_seconds)
+        self.heartbeat_seconds = min(asked, self.heartbeat_seconds)
         # Runs the server believes are on this node but that no process of ours carries (an
         # earlier life of this agent died with them): report them interrupted, so the server
         # ends them and requeues their workloads instead of charging them forever.
