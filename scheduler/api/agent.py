@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.api.views import LimitedJSONParser
+from governance.api.parsers import LimitedJSONParser
 from scheduler.api.authentication import AgentTokenAuthentication, IsNodeAgent
 from scheduler.api.serializers import (
     AgentAnswerSerializer,
