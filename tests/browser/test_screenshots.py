@@ -79,8 +79,10 @@ def test_screenshots_of_every_page(page, live_server, demo, out_dir):
     sign_in(page, live_server, "manager", demo["manager"])
     shoot(page, out_dir, "04-home-program-manager")
     page.goto(f"{base}/clusters/{cluster.pk}/split/program/{vision.pk}/")
-    first = page.locator(".share-input").first
+    # Move 2.5 points from the second project to the first: the live sum stays the same.
+    first, second = page.locator(".share-input").nth(0), page.locator(".share-input").nth(1)
     first.fill(f"{float(first.input_value()) + 2.5:.2f}")
+    second.fill(f"{float(second.input_value()) - 2.5:.2f}")
     page.get_by_label("Reason").fill("Lend 2.5 points to the first VC for its deadline.")
     shoot(page, out_dir, "05-split-editor")
     page.goto(f"{base}/requests/inbox/")
