@@ -81,6 +81,7 @@ def compute_metrics(result: ReplayResult) -> dict:
         if result.wall_seconds > 0
         else None,
         "cycles": result.cycles,
+        "tick_cycles": result.tick_cycles,
         "skipped_jobs": len(result.skipped),
         "skipped_job_ids": [j.id for j in result.skipped[:20]],
         "duplicates_kept": result.duplicates,

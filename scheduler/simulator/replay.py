@@ -144,6 +144,7 @@ class ReplayResult:
     end_time: float
     wall_seconds: float = 0.0
     cycles: int = 0
+    tick_cycles: int = 0  # cycles run only because time passed (no event)
     duplicates: int = 0
 
     @property
@@ -278,7 +279,7 @@ def replay(
     n = len(jobs)
     submit_i = 0
     next_tick = math.inf
-    cycles = 0
+    cycles = tick_cycles = 0
     now = trace.start
     while True:
         t_submit = jobs[submit_i].submit if submit_i < n else math.inf
@@ -311,6 +312,8 @@ def replay(
             continue
         result = sched.cycle(t, ledger.usage(t))
         cycles += 1
+        if t == next_tick and t != t_submit and t != t_event:
+            tick_cycles += 1
 
         # Preemptions first: they free the GPU slots the starts of this cycle reuse.
         for order in result.preemptions:
@@ -388,5 +391,6 @@ def replay(
         end_time=end_time,
         wall_seconds=time.perf_counter() - wall0,
         cycles=cycles,
+        tick_cycles=tick_cycles,
         duplicates=trace.duplicates,
     )

@@ -48,23 +48,25 @@ def _iso(t: float) -> str:
 
 def choose_window(result: ReplayResult, span: float, start: float | None = None) -> Window:
     """The timeline's window: ``[start, start + span)`` if given, else the ``span`` (whole
-    hours) inside the submit window with the most demand (pending + running GPU-hours)."""
+    hours) with the most demand (pending + running GPU-hours) among those starting inside the
+    submit window; on a tie the later one (where the backlog has built up)."""
     if start is not None:
         return Window(start, start + span, "chosen")
     ledger = result.ledger
     hours = max(1, math.ceil(span / HOUR))
-    last = min(ledger.hours, int((result.last_submit - ledger.hour0) // HOUR) + 1)
-    totals = [sum(ledger.demand[i][h] for i in range(len(ledger.projects))) for h in range(last)]
-    if len(totals) <= hours:
-        return Window(ledger.hour0, ledger.hour0 + hours * HOUR, "whole trace")
+    totals = [
+        sum(ledger.demand[i][h] for i in range(len(ledger.projects))) for h in range(ledger.hours)
+    ]
+    last_start = min(len(totals) - 1, int((result.last_submit - ledger.hour0) // HOUR))
+    totals += [0.0] * hours  # windows may run past the end of the replay
     best = running = sum(totals[:hours])
     best_h = 0
-    for h in range(hours, len(totals)):
-        running += totals[h] - totals[h - hours]
-        if running > best:
-            best, best_h = running, h - hours + 1
+    for h in range(1, last_start + 1):
+        running += totals[h + hours - 1] - totals[h - 1]
+        if running >= best:
+            best, best_h = running, h
     begin = ledger.hour_start(best_h)
-    return Window(begin, begin + hours * HOUR, "busiest (most demand) in the submit window")
+    return Window(begin, begin + hours * HOUR, "the span with the most demand")
 
 
 def timeline_figure(
