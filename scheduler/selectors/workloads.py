@@ -1,0 +1,53 @@
+"""Reads of workloads, runs and cycles for pages and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from governance.models import Cluster
+from scheduler.choices import NodeState, WorkloadState
+from scheduler.models import Node, Run, SchedulingCycle, Workload
+
+
+def workload_preemption_history(*, workload: Workload) -> QuerySet[Run]:
+    """Every run of ``workload``, first start first, with its end reason and preemptor."""
+    return Run.objects.filter(workload=workload).select_related("preempted_by").order_by("attempt")
+
+
+@dataclass
+class ClusterLiveState:
+    """What an operator page shows about a cluster right now."""
+
+    nodes: list[Node]
+    gpus: int
+    healthy_gpus: int
+    allocated_gpus: int
+    pending: int
+    running: int
+    latest_cycle: SchedulingCycle | None
+
+
+def cluster_live_state(*, cluster: Cluster) -> ClusterLiveState:
+    """Nodes, GPU counts, queue sizes and the latest cycle of ``cluster``. Four queries."""
+    nodes = list(Node.objects.filter(cluster=cluster).order_by("name"))
+    counts = Workload.objects.filter(cluster=cluster).aggregate(
+        pending=Count("id", filter=Q(state=WorkloadState.PENDING)),
+        running=Count("id", filter=Q(state=WorkloadState.RUNNING)),
+    )
+    allocated = (
+        Run.objects.filter(cluster=cluster, ended_at__isnull=True).aggregate(t=Sum("gpus"))["t"]
+        or 0
+    )
+    return ClusterLiveState(
+        nodes=nodes,
+        gpus=sum(n.gpus for n in nodes),
+        healthy_gpus=sum(n.gpus for n in nodes if n.state == NodeState.HEALTHY),
+        allocated_gpus=allocated,
+        pending=counts["pending"],
+        running=counts["running"],
+        latest_cycle=SchedulingCycle.objects.filter(cluster=cluster)
+        .order_by("-started_at", "-id")
+        .first(),
+    )
