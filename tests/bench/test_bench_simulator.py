@@ -1,0 +1,26 @@
+"""Replay benchmark: all of the bundled Philly trace (82,247 jobs) on 256 GPUs with fairshare.
+
+Target (issue 3): at most 30 s wall on the 2-core reference machine. Jobs per second and the
+replay's own counts are recorded in ``extra_info``; nothing here asserts on time.
+"""
+
+from scheduler.simulator import ReplayConfig, compute_metrics, load_budgets, load_trace, replay
+from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+
+
+def test_bench_replay_philly_256_gpus_fairshare(benchmark):
+    trace = load_trace(PHILLY_JOBS, "philly")
+    budgets = load_budgets(PHILLY_BUDGETS, trace.jobs)
+    # No per-run records: the timeline is not part of what is measured.
+    config = ReplayConfig(gpus=256, policy="fairshare", record_runs=False)
+
+    result = benchmark.pedantic(replay, args=(trace, budgets, config), rounds=1, iterations=1)
+
+    metrics = compute_metrics(result)
+    benchmark.extra_info["target_seconds"] = 30
+    benchmark.extra_info["jobs"] = metrics["jobs"]
+    benchmark.extra_info["jobs_per_second"] = round(metrics["jobs"] / result.wall_seconds, 1)
+    benchmark.extra_info["cycles"] = result.cycles
+    benchmark.extra_info["preemptions"] = metrics["preemptions"]
+    assert metrics["jobs"] == 82247
+    assert metrics["never_started"] == 0
