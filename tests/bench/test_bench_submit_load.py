@@ -1,0 +1,241 @@
+"""Benchmark: the submit API under 50 concurrent clients for 60 s, served by gunicorn.
+
+gunicorn runs on 127.0.0.1 (a free port) against the test database with ``DEBUG=false`` and
+persistent database connections, as deployed; each submit also enqueues a scheduling cycle
+on Redis (a private queue, deleted afterwards, so no worker picks the messages up). 50 client
+threads, each with its own keep-alive connection and a researcher's token, submit
+workloads back to back until the minute is over.
+
+Recorded in ``extra_info``: requests, errors (anything but 201, or no answer), p50/p95/p99
+latency of every request and throughput. The benchmark's own rounds are single submits
+timed *during* the load (a representative request), judged against the target p95 of
+150 ms. Nothing here asserts on time. ``BENCH_SUBMIT_SECONDS`` / ``BENCH_SUBMIT_CLIENTS``
+shorten or narrow a local run.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from governance.models import Allocation, Cluster, Organization, Program, Project
+from scheduler.models import Workload
+from tests.factories import UserFactory, researcher_of
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS = int(os.environ.get("BENCH_SUBMIT_CLIENTS", "50"))
+SECONDS = float(os.environ.get("BENCH_SUBMIT_SECONDS", "60"))
+WORKERS = os.environ.get("BENCH_GUNICORN_WORKERS", "3")
+THREADS = os.environ.get("BENCH_GUNICORN_THREADS", "4")
+TARGET_P95 = 0.15
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_world(researchers: int = 10) -> tuple[list[str], list[int]]:
+    """An organization, a 32 x 8 cluster, four budgeted projects; researchers with tokens."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    admin = UserFactory()
+    org = Organization.objects.create(name="Load", slug="load")
+    cluster = Cluster.objects.create(
+        organization=org, name="h100", slug="h100", gpu_type="h100", nodes=32, gpus_per_node=8
+    )
+    program = Program.objects.create(organization=org, name="Research", slug="research")
+    since = timezone.now() - timedelta(days=1)
+    Allocation.objects.create(
+        cluster=cluster, program=program, percent=Decimal(100), valid_from=since, set_by=admin,
+        reason="bench",
+    )  # fmt: skip
+    projects = []
+    for i in range(4):
+        project = Project.objects.create(program=program, name=f"Team {i}", slug=f"team-{i}")
+        Allocation.objects.create(
+            cluster=cluster, project=project, percent=Decimal(25), valid_from=since,
+            set_by=admin, reason="bench",
+        )  # fmt: skip
+        projects.append(project)
+    tokens, project_ids = [], []
+    for i in range(researchers):
+        user = UserFactory(username=f"load-researcher-{i}")
+        project = projects[i % len(projects)]
+        researcher_of(project, user)
+        tokens.append(Token.objects.create(user=user).key)
+        project_ids.append(project.pk)
+    return tokens, project_ids
+
+
+class Gunicorn:
+    """gunicorn serving the project on 127.0.0.1:<free port>, against the test database."""
+
+    def __init__(self, queue: str) -> None:
+        self.port = free_port()
+        base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"{base}/{connection.settings_dict['NAME']}",
+            "DEBUG": "false",
+            "SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+            "SECURE_SSL_REDIRECT": "false",
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "DB_CONN_MAX_AGE": "60",
+            "CELERY_TASK_DEFAULT_QUEUE": queue,
+            "LOG_LEVEL": "WARNING",
+        }
+        self.log_path = ROOT / "var" / f"bench-gunicorn-{self.port}.log"
+        self.log_path.parent.mkdir(exist_ok=True)
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "gunicorn", "governance.wsgi:application",
+                "--bind", f"127.0.0.1:{self.port}", "--workers", WORKERS,
+                "--worker-class", "gthread", "--threads", THREADS, "--backlog", "256",
+                "--keep-alive", "30", "--log-level", "warning",
+            ],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"gunicorn did not start:\n{self.log_path.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class Client:
+    """One keep-alive connection submitting as one researcher."""
+
+    def __init__(self, port: int, token: str, project: int) -> None:
+        self.port, self.token, self.project = port, token, project
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.count = 0
+
+    def submit(self) -> tuple[float, int]:
+        """One submit; ``(seconds, status)`` with status 0 when no answer came."""
+        self.count += 1
+        body = json.dumps({
+            "project": self.project, "gpus": 1 + self.count % 8, "min_runtime_seconds": 1800,
+            "name": f"load-{self.count}", "launch_spec": {"command": ["python", "train.py"]},
+        })  # fmt: skip
+        headers = {"Authorization": f"Token {self.token}", "Content-Type": "application/json"}
+        began = time.perf_counter()
+        try:
+            self.conn.request("POST", "/api/workloads/", body, headers)
+            response = self.conn.getresponse()
+            response.read()
+            status = response.status
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            status = 0
+        return time.perf_counter() - began, status
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submit_api_under_50_concurrent_clients(benchmark):
+    import redis
+    from django.conf import settings
+
+    tokens, projects = build_world()
+    queue = f"bench-submit-{uuid.uuid4().hex[:8]}"
+    server = Gunicorn(queue)
+    latencies: list[list[float]] = [[] for _ in range(CLIENTS)]
+    statuses: list[list[int]] = [[] for _ in range(CLIENTS)]
+    stop = threading.Event()
+
+    def load(i: int) -> None:
+        client = Client(server.port, tokens[i % len(tokens)], projects[i % len(projects)])
+        while not stop.is_set():
+            seconds, status = client.submit()
+            latencies[i].append(seconds)
+            statuses[i].append(status)
+
+    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(CLIENTS)]
+    try:
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        time.sleep(min(5.0, SECONDS / 6))  # warm-up: every client connected and busy
+        probe = Client(server.port, tokens[0], projects[0])
+        probe_statuses: list[int] = []
+
+        def one_submit() -> None:
+            probe_statuses.append(probe.submit()[1])
+
+        # Single submits timed while the 50 clients keep the server busy.
+        benchmark.pedantic(
+            one_submit, rounds=40, iterations=1, setup=lambda: time.sleep(SECONDS / 120)
+        )
+        time.sleep(max(0.0, SECONDS - (time.monotonic() - began)))
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        elapsed = time.monotonic() - began
+    finally:
+        stop.set()
+        server.stop()
+        redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(queue)
+
+    every = [s for per in latencies for s in per]
+    codes = [c for per in statuses for c in per] + probe_statuses
+    errors = sum(1 for c in codes if c != 201)
+    throughput = len(every) / elapsed
+    benchmark.extra_info.update(
+        {
+            "target_seconds": TARGET_P95,
+            "clients": CLIENTS,
+            "duration_seconds": round(elapsed, 1),
+            "requests": len(codes),
+            "errors": errors,
+            "p50_ms": round(statistics.median(every) * 1000, 1),
+            "p95_ms": round(percentile(every, 0.95) * 1000, 1),
+            "p99_ms": round(percentile(every, 0.99) * 1000, 1),
+            "requests_per_second": round(throughput, 1),
+            "gunicorn": f"{WORKERS} workers x {THREADS} threads",
+        }
+    )
+    print(
+        f"\nsubmit load: {CLIENTS} clients, {elapsed:.0f} s, {len(codes)} requests, "
+        f"{errors} errors, {throughput:.0f} req/s, p50 {benchmark.extra_info['p50_ms']} ms, "
+        f"p95 {benchmark.extra_info['p95_ms']} ms, p99 {benchmark.extra_info['p99_ms']} ms"
+    )
+    # Behaviour, not time: every accepted submit is a workload, each exactly once.
+    assert Workload.objects.count() == sum(1 for c in codes if c == 201)
