@@ -74,6 +74,12 @@ class Command(BaseCommand):
             "--no-timeline", action="store_true", help="skip timeline.html (faster)"
         )
         parser.add_argument("--out", default="var/sim", help="output directory (var/sim)")
+        parser.add_argument(
+            "--table",
+            default="text",
+            choices=["text", "markdown"],
+            help="how to print the comparison (text, or markdown for docs)",
+        )
 
     def handle(self, *args, **options) -> None:
         policies = self._policies(options)
@@ -164,7 +170,7 @@ class Command(BaseCommand):
         out = Path(options["out"])
         path = write_metrics(out / "metrics.json", metrics)
         self.stdout.write("")
-        self.stdout.write(format_table(metrics))
+        self.stdout.write(format_table(metrics, markdown=options["table"] == "markdown"))
         self.stdout.write("")
         self.stdout.write(f"wrote {path}")
         if not options["no_timeline"]:
