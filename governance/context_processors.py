@@ -14,7 +14,8 @@ def navigation(request: HttpRequest) -> dict:
     """Navigation entries for the signed-in user, with the inbox count for deciders.
 
     Entries follow the roles (via the visibility selector): the tree, workloads and nodes for
-    anyone with a role, the inbox for managers, "My requests" for those who may ask for a change.
+    anyone with a role, the inbox for managers, "My requests" for those who may ask for a change,
+    the dashboards for org admins, finance, program managers and PIs.
     """
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -41,9 +42,18 @@ def navigation(request: HttpRequest) -> dict:
         for label, name in (("Workloads", "scheduler:workloads"), ("Nodes", "scheduler:nodes")):
             with contextlib.suppress(NoReverseMatch):
                 items.append({"label": label, "url": reverse(name), "count": None})
+    if vis.admin_org_ids or vis.finance_org_ids or vis.managed_program_ids or vis.pi_project_ids:
+        # Owed vs delivered, fair-share order, cluster health (governance/views/dashboards.py).
+        with contextlib.suppress(NoReverseMatch):
+            items.append(
+                {"label": "Dashboards", "url": reverse("dashboards:delivery"), "count": None}
+            )
     for item in items:
         url = item["url"]
         item["active"] = path == url if url == "/" else path.startswith(url)
+    if path.startswith("/dashboards/"):
+        for item in items:
+            item["active"] = item["label"] == "Dashboards"
     # The tree's pages live under /clusters/ and /history/ too.
     if path.startswith(("/clusters/", "/history/")):
         for item in items:
