@@ -115,7 +115,9 @@ def run_end(
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.ended_at is not None:
             return run
-        end = max(now, run.started_at)
+        # Never end before what the ledger already charged (a late report stamped earlier
+        # than the last accounting pass): the ledger must equal GPUs x run time exactly.
+        end = max(now, run.started_at, run.accounted_until)
         run.ended_at = end
         run.end_reason = reason
         run.exit_code = exit_code

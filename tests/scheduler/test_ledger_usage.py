@@ -187,3 +187,14 @@ def test_windowed_usage_counts_charged_time_inside_the_window(db):
     # The free lane is not charged: it counts for nothing in fair share.
     assert inside == {world.projects["quarter"].id: 28800.0, world.projects["none"].id: 0.0}
     assert later == {}
+
+
+def test_an_exit_stamped_before_the_last_accounting_pass_ends_the_run_there(world):
+    run = start(world, "budgeted", gpus=8)
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    run_end(run=run, reason=RunEndReason.SUCCEEDED, now=T0 + 5 * MIN)
+
+    run.refresh_from_db()
+    assert run.ended_at == T0 + 10 * MIN
+    assert ledger_total(world.cluster) == runs_total(world.cluster) == 8 * 600
