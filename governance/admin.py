@@ -16,6 +16,8 @@ from governance.models import (
     ApprovalLine,
     ApprovalRequest,
     Cluster,
+    CostRate,
+    MonthlyReportDelivery,
     Organization,
     Program,
     Project,
@@ -132,3 +134,18 @@ class ApprovalDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["action"]
     search_fields = ["comment", "actor__username"]
     list_select_related = ["request", "actor"]
+
+
+@admin.register(CostRate)
+class CostRateAdmin(admin.ModelAdmin):
+    """Rates are set here by staff: add a newer row to change a rate (history is kept)."""
+
+    list_display = ["gpu_type", "rate_per_gpu_hour", "currency", "valid_from", "valid_to", "note"]
+    list_filter = ["gpu_type", "currency"]
+    ordering = ["gpu_type", "-valid_from"]
+
+
+@admin.register(MonthlyReportDelivery)
+class MonthlyReportDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["organization", "month", "sent_at", "total_gpu_seconds"]
+    list_filter = ["organization"]

@@ -21,10 +21,15 @@ Periods are the hours whose start lies in ``[start, end)``; pass whole UTC hours
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Least, TruncDay, TruncHour
+
 from governance.models import Cluster, Organization, Program, Project
+from scheduler.models import UsageHour
 
 ZERO = Decimal("0")
 SECONDS_PER_HOUR = Decimal("3600")
@@ -167,18 +172,219 @@ class UsagePoint:
         return _hours(self.demand_gpu_seconds)
 
 
+# --- What a user wholly sees ----------------------------------------------------------------
+
+
+def whole_organization_ids(visibility) -> frozenset:
+    """Organizations whose whole tree the user sees (org admin, finance)."""
+    return visibility.admin_org_ids | visibility.finance_org_ids
+
+
+def _wholly_visible(visibility):
+    """(organizations, programs, projects) the user sees with their whole subtree."""
+    org_ids = whole_organization_ids(visibility)
+    organizations = list(Organization.objects.filter(id__in=org_ids).order_by("name", "id"))
+    programs = list(
+        Program.objects.filter(
+            Q(organization_id__in=org_ids) | Q(id__in=visibility.managed_program_ids)
+        ).order_by("name", "id")
+    )
+    projects = list(visibility.projects().order_by("name", "id"))
+    return organizations, programs, projects
+
+
+def node_wholly_visible(*, visibility, node) -> bool:
+    """True when the user sees ``node`` and everything below it (so its totals are theirs)."""
+    org_ids = whole_organization_ids(visibility)
+    if isinstance(node, Organization):
+        return node.pk in org_ids
+    if isinstance(node, Program):
+        return node.organization_id in org_ids or node.pk in visibility.managed_program_ids
+    if isinstance(node, Project):
+        return visibility.projects().filter(pk=node.pk).exists()
+    return False
+
+
+def _hours_in(
+    queryset: QuerySet, *, visibility, cluster: Cluster | None, start: datetime, end: datetime
+) -> QuerySet:
+    """Rollup rows of the period, on ``cluster`` (or every visible cluster)."""
+    rows = queryset.filter(hour__gte=start, hour__lt=end)
+    if cluster is not None:
+        return rows.filter(cluster_id=cluster.pk)
+    return rows.filter(cluster_id__in=visibility.clusters().values("id"))
+
+
+def _check_period(start: datetime, end: datetime) -> None:
+    from django.core.exceptions import ValidationError
+
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValidationError({"start": ["Start and end must be aware datetimes."]})
+    if end <= start:
+        raise ValidationError({"end": ["End must be after start."]})
+
+
+_DEC = DecimalField(max_digits=30, decimal_places=6)
+_CHARGED = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
+_OWED = Least(F("entitled_gpu_seconds"), F("demand_gpu_seconds"))
+
+# The per-hour aggregates every usage figure is made of (all exact numeric in PostgreSQL).
+HOUR_AGGREGATES = {
+    "budgeted": Sum("budgeted_gpu_seconds"),
+    "burst": Sum("burst_gpu_seconds"),
+    "free": Sum("free_gpu_seconds"),
+    "entitled": Sum("entitled_gpu_seconds"),
+    "demand": Sum("demand_gpu_seconds"),
+    "owed": Sum(_OWED, output_field=_DEC),
+    "hourly_owed_delivered": Sum(Least(_CHARGED, _OWED), output_field=_DEC),
+    # Charged time in hours with no entitlement: usage of a project with no share.
+    "no_share_budgeted": Sum(
+        Case(
+            When(entitled_gpu_seconds=0, then=F("budgeted_gpu_seconds")),
+            default=Value(ZERO),
+            output_field=_DEC,
+        )
+    ),
+}
+
+
+def _add_project_sums(row: UsageRow, sums: dict) -> None:
+    """Add one (project, cluster) aggregate to a row; min(charged, owed) is taken here."""
+    budgeted = sums["budgeted"] or ZERO
+    burst = sums["burst"] or ZERO
+    free = sums["free"] or ZERO
+    owed = sums["owed"] or ZERO
+    row.budgeted_gpu_seconds += budgeted
+    row.burst_gpu_seconds += burst
+    row.free_gpu_seconds += free
+    row.entitled_gpu_seconds += sums["entitled"] or ZERO
+    row.demand_gpu_seconds += sums["demand"] or ZERO
+    row.owed_gpu_seconds += owed
+    row.unbudgeted_gpu_seconds += free + burst + (sums["no_share_budgeted"] or ZERO)
+    row.owed_delivered_gpu_seconds += min(budgeted + burst, owed)
+    row.hourly_owed_delivered_gpu_seconds += sums["hourly_owed_delivered"] or ZERO
+
+
+_SUMMED_FIELDS = (
+    "budgeted_gpu_seconds",
+    "burst_gpu_seconds",
+    "free_gpu_seconds",
+    "entitled_gpu_seconds",
+    "demand_gpu_seconds",
+    "owed_gpu_seconds",
+    "unbudgeted_gpu_seconds",
+    "owed_delivered_gpu_seconds",
+    "hourly_owed_delivered_gpu_seconds",
+)
+
+
+def _add_row(target: UsageRow, source: UsageRow) -> None:
+    for name in _SUMMED_FIELDS:
+        setattr(target, name, getattr(target, name) + getattr(source, name))
+
+
 def usage_by_tree_node(
     *, visibility, cluster: Cluster | None, start: datetime, end: datetime
 ) -> list[UsageRow]:
     """One row per node of the tree the user wholly sees, depth-first, with usage figures.
 
-    ``cluster`` None sums every visible cluster (``cluster_id`` None on the rows). A node is
-    a row only when the user sees its whole subtree (org admin/finance: the organization and
-    below; program manager: their program and its projects; PI/researcher: their project),
-    so every parent row is the exact sum of its children's rows. Projects with no usage in
-    the period still get a (zero) row. Two queries plus the visibility ones.
+    ``cluster`` None sums every visible cluster (``cluster_id`` None on the rows); a
+    project's min(charged, owed) is then taken per cluster and summed (delivery on one
+    cluster does not make up for another). A node is a row only when the user sees its
+    whole subtree (org admin/finance: the organization and below; program manager: their
+    program and its projects; PI/researcher: their project), so every parent row is the
+    exact sum of its children's rows. Projects with no usage in the period still get a
+    (zero) row. Order: each organization, then each of its programs followed by the
+    program's projects (by name). A few queries, one of them over the rollup.
     """
-    raise NotImplementedError
+    _check_period(start, end)
+    organizations, programs, projects = _wholly_visible(visibility)
+    cluster_id = cluster.pk if cluster is not None else None
+    project_rows = {
+        p.pk: UsageRow("project", p.pk, p.name, ("program", p.program_id), cluster_id)
+        for p in projects
+    }
+    sums = (
+        _hours_in(
+            UsageHour.objects.filter(project_id__in=list(project_rows)),
+            visibility=visibility,
+            cluster=cluster,
+            start=start,
+            end=end,
+        )
+        .order_by()
+        .values("project_id", "cluster_id")
+        .annotate(**HOUR_AGGREGATES)
+    )
+    for item in sums:
+        _add_project_sums(project_rows[item["project_id"]], item)
+
+    program_rows = {
+        p.pk: UsageRow("program", p.pk, p.name, ("organization", p.organization_id), cluster_id)
+        for p in programs
+    }
+    org_rows = {
+        o.pk: UsageRow("organization", o.pk, o.name, None, cluster_id) for o in organizations
+    }
+    for row in project_rows.values():
+        parent = program_rows.get(row.parent[1])
+        if parent is not None:
+            _add_row(parent, row)
+    for row in program_rows.values():
+        parent = org_rows.get(row.parent[1])
+        if parent is not None:
+            _add_row(parent, row)
+
+    ordered: list[UsageRow] = []
+    placed: set[tuple[str, int]] = set()
+
+    def place_program(program_row: UsageRow) -> None:
+        ordered.append(program_row)
+        placed.add(program_row.key)
+        for project in projects:
+            if project.program_id == program_row.id:
+                ordered.append(project_rows[project.pk])
+                placed.add(("project", project.pk))
+
+    for org in organizations:
+        ordered.append(org_rows[org.pk])
+        for program in programs:
+            if program.organization_id == org.pk:
+                place_program(program_rows[program.pk])
+    for program in programs:
+        if ("program", program.pk) not in placed:
+            place_program(program_rows[program.pk])
+    for project in projects:
+        if ("project", project.pk) not in placed:
+            ordered.append(project_rows[project.pk])
+    return ordered
+
+
+def _subtree_projects(*, visibility, node) -> QuerySet[Project]:
+    """Visible projects under ``node`` (all visible projects when ``node`` is None)."""
+    projects = visibility.projects()
+    if node is None:
+        return projects
+    if not node_wholly_visible(visibility=visibility, node=node):
+        raise PermissionDenied("You cannot see all of this node's usage.")
+    if isinstance(node, Organization):
+        return projects.filter(program__organization_id=node.pk)
+    if isinstance(node, Program):
+        return projects.filter(program_id=node.pk)
+    return projects.filter(pk=node.pk)
+
+
+def _bucket_starts(start: datetime, end: datetime, bucket: str) -> list[datetime]:
+    step = timedelta(hours=1) if bucket == "hour" else timedelta(days=1)
+    first = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    if bucket == "day":
+        first = first.replace(hour=0)
+    starts = []
+    at = first
+    while at < end:
+        starts.append(at)
+        at += step
+    return starts
 
 
 def usage_timeseries(
@@ -192,9 +398,49 @@ def usage_timeseries(
 ) -> list[UsagePoint]:
     """Delivered (charged) vs entitled vs owed of ``node`` per hour or UTC day, oldest first.
 
-    ``node`` None: everything the user wholly sees. A node the user cannot wholly see raises
+    ``node`` None: every project the user sees. A node the user cannot wholly see raises
     ``PermissionDenied`` (views resolve it through the visibility selector first: a 404).
     Owed per bucket = Σ over projects and hours of min(entitled, demand). Buckets with no
-    rollup rows are filled with zeros, so the x axis is continuous.
+    rollup rows are filled with zeros, so the x axis is continuous. One query.
     """
-    raise NotImplementedError
+    from django.core.exceptions import ValidationError
+
+    _check_period(start, end)
+    if bucket not in BUCKETS:
+        raise ValidationError({"bucket": [f"Must be one of {', '.join(BUCKETS)}."]})
+    projects = _subtree_projects(visibility=visibility, node=node)
+    trunc = TruncHour("hour", tzinfo=UTC) if bucket == "hour" else TruncDay("hour", tzinfo=UTC)
+    rows = (
+        _hours_in(
+            UsageHour.objects.filter(project_id__in=projects.values("id")),
+            visibility=visibility,
+            cluster=cluster,
+            start=start,
+            end=end,
+        )
+        .annotate(bucket=trunc)
+        .order_by()
+        .values("bucket")
+        .annotate(
+            entitled=Sum("entitled_gpu_seconds"),
+            demand=Sum("demand_gpu_seconds"),
+            owed=Sum(_OWED, output_field=_DEC),
+            delivered=Sum(_CHARGED, output_field=_DEC),
+            burst=Sum("burst_gpu_seconds"),
+            free=Sum("free_gpu_seconds"),
+        )
+    )
+    found = {item["bucket"].astimezone(UTC): item for item in rows}
+    points = []
+    for at in _bucket_starts(start, end, bucket):
+        item = found.get(at)
+        point = UsagePoint(start=at)
+        if item:
+            point.entitled_gpu_seconds = item["entitled"] or ZERO
+            point.demand_gpu_seconds = item["demand"] or ZERO
+            point.owed_gpu_seconds = item["owed"] or ZERO
+            point.delivered_gpu_seconds = item["delivered"] or ZERO
+            point.burst_gpu_seconds = item["burst"] or ZERO
+            point.free_gpu_seconds = item["free"] or ZERO
+        points.append(point)
+    return points
