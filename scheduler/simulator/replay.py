@@ -47,6 +47,7 @@ class ReplayConfig:
     checkpoint_interval: float = 1800.0
     restart_overhead: float = 300.0
     cycle_interval: float = 60.0
+    wake_at_min_runtime: bool = True  # run a cycle the moment a run becomes preemptible
     record_runs: bool = True
 
     def validate(self) -> None:
@@ -254,6 +255,7 @@ def replay(
     overhead = config.restart_overhead
     record_runs = config.record_runs
     interval = config.cycle_interval
+    wake = config.wake_at_min_runtime
 
     def end_run(rec: JobRecord, j: int, t: float, preempted: bool) -> None:
         lane = {"free": rec.run_gpus} if rec.min_runtime <= 0 else {"charged": rec.run_gpus}
@@ -362,7 +364,7 @@ def replay(
                 ledger.change(rec.project, t, charged=gpus)
             seq += 1
             heapq.heappush(heap, (t + rec.remaining, _FINISH, seq, j, rec.gen))
-            if 0 < rec.min_runtime < rec.remaining:
+            if wake and 0 < rec.min_runtime < rec.remaining:
                 seq += 1
                 heapq.heappush(heap, (t + rec.min_runtime, _EXPIRY, seq, j, rec.gen))
 
