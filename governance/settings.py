@@ -315,6 +315,13 @@ SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS = env_int(
 )
 DEMO_REPLAY_ENABLED = env_bool("DEMO_REPLAY_ENABLED", True)
 DEMO_REPLAY_MAX_PENDING = env_int("DEMO_REPLAY_MAX_PENDING", 300)
+# The finance usage report for the previous month, mailed on the 1st (docs/reports.md).
+from celery.schedules import crontab  # noqa: E402
+
+CELERY_BEAT_SCHEDULE["reports-send-monthly"] = {
+    "task": "governance.tasks.reports_send_monthly",
+    "schedule": crontab(minute=0, hour=6, day_of_month=1),  # 06:00 on the 1st
+}
 CELERY_BEAT_SCHEDULE["simulated-executor"] = {
     "task": "scheduler.executors.tasks.simulated_executor_tick",
     "schedule": SIMULATED_EXECUTOR_SECONDS,
