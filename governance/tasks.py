@@ -13,3 +13,22 @@ def allocations_apply_due() -> int:
     from governance.services.approvals import approvals_apply_due
 
     return approvals_apply_due()
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(OSError,),
+    retry_backoff=60,
+    retry_backoff_max=3600,
+    max_retries=10,
+)
+def reports_send_monthly() -> int:
+    """E-mail last month's usage report (XLSX attached) to each organization's finance users.
+
+    Run by beat on the first day of each month. Idempotent per organization and month (a
+    ``MonthlyReportDelivery`` row is written with each sending), so a retry after a mail
+    server error sends only what was not sent. Returns how many mails went out.
+    """
+    from governance.services.reports import report_monthly_send
+
+    return len(report_monthly_send())

@@ -1,0 +1,365 @@
+"""The finance usage report: GPU-hours budgeted, burst and free, and their cost.
+
+Rows are per calendar month (clipped to the period) x node of the tree at the chosen level x
+cluster, read from the hourly rollup ``scheduler.models.UsageHour`` (which sums the ledger
+exactly). Every amount is an exact ``Decimal`` of GPU-seconds; GPU-hours are for display.
+Cost = Σ over hours of GPU-hours used (budgeted + burst + free: the GPUs ran either way) x
+the ``CostRate`` of the cluster's GPU type in force at the start of that hour, computed
+exactly in the database and rounded to cents once per project, month and cluster; higher
+levels and the totals add those rounded amounts, so every level sums exactly.
+"""
+
+from __future__ import annotations
+
+import calendar
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
+from django.db.models.functions import TruncMonth
+
+from governance.models import Cluster, CostRate, Organization, Program, Project
+from governance.selectors.usage import whole_organization_ids
+from scheduler.models import UsageHour
+
+ZERO = Decimal("0")
+CENT = Decimal("0.01")
+SECONDS_PER_HOUR = Decimal("3600")
+LEVELS = ("organization", "program", "project")
+MAX_DAYS = 3 * 366
+
+_DEC = DecimalField(max_digits=40, decimal_places=10)
+
+
+@dataclass
+class ReportRow:
+    """One line of the report: a node of the tree on one cluster in one period.
+
+    ``period_end`` is the last day included. ``cost`` is ``None`` when no rate applied to any
+    of the row's usage or the report mixes currencies; ``uncosted_gpu_seconds`` is the usage
+    of hours with no rate in force.
+    """
+
+    period_start: date | None
+    period_end: date | None
+    level: str
+    node_id: int | None
+    organization: str
+    program: str
+    project: str
+    cost_centre: str
+    cluster_id: int | None
+    cluster: str
+    gpu_type: str
+    budgeted_gpu_seconds: Decimal = ZERO
+    burst_gpu_seconds: Decimal = ZERO
+    free_gpu_seconds: Decimal = ZERO
+    cost: Decimal | None = None
+    uncosted_gpu_seconds: Decimal = ZERO
+
+    @property
+    def total_gpu_seconds(self) -> Decimal:
+        """Budgeted + burst + free: every GPU-second the ledger holds for this row."""
+        return self.budgeted_gpu_seconds + self.burst_gpu_seconds + self.free_gpu_seconds
+
+    @property
+    def budgeted_gpu_hours(self) -> Decimal:
+        return self.budgeted_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def burst_gpu_hours(self) -> Decimal:
+        return self.burst_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def free_gpu_hours(self) -> Decimal:
+        return self.free_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def total_gpu_hours(self) -> Decimal:
+        return self.total_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def node_name(self) -> str:
+        """The name of the row's node at its level."""
+        return {"organization": self.organization, "program": self.program}.get(
+            self.level, self.project
+        )
+
+    def add(self, other: ReportRow) -> None:
+        """Add another row's amounts (a child's, or a row into the totals)."""
+        self.budgeted_gpu_seconds += other.budgeted_gpu_seconds
+        self.burst_gpu_seconds += other.burst_gpu_seconds
+        self.free_gpu_seconds += other.free_gpu_seconds
+        self.uncosted_gpu_seconds += other.uncosted_gpu_seconds
+        if other.cost is not None:
+            self.cost = (self.cost or ZERO) + other.cost
+
+
+@dataclass
+class UsageReport:
+    """The report for one period: its rows, the totals and what the rows were made from.
+
+    ``end`` is the last day included. ``currency`` is the rates' currency (``None`` when no
+    rate applied, or ``"mixed"`` when the rates in force use several — then no cost is shown).
+    """
+
+    start: date
+    end: date
+    level: str
+    cluster: Cluster | None
+    program: Program | None
+    rows: list[ReportRow]
+    totals: ReportRow
+    currency: str | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        """ "GPU usage 2026-10" for a whole month, else "GPU usage 2026-10-03 to 2026-10-17"."""
+        last = calendar.monthrange(self.start.year, self.start.month)[1]
+        if self.start.day == 1 and self.end == self.start.replace(day=last):
+            return f"GPU usage {self.start:%Y-%m}"
+        return f"GPU usage {self.start:%Y-%m-%d} to {self.end:%Y-%m-%d}"
+
+
+def report_period_of_month(month: date) -> tuple[date, date]:
+    """The first and last day of ``month``'s calendar month."""
+    first = month.replace(day=1)
+    return first, first.replace(day=calendar.monthrange(first.year, first.month)[1])
+
+
+def _as_instant(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def _rate_segments(
+    gpu_types: set[str], start: datetime, end: datetime
+) -> dict[str, list[tuple[datetime, datetime, Decimal, str]]]:
+    """Per GPU type, the intervals of ``[start, end)`` with the rate (and currency) in force.
+
+    Same rule as allocations: the newest row (latest ``valid_from``, then id) whose window
+    covers the instant. Intervals with no rate are left out.
+    """
+    rates = list(
+        CostRate.objects.filter(gpu_type__in=gpu_types, valid_from__lt=end)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
+        .order_by("valid_from", "id")
+    )
+    segments: dict[str, list] = {}
+    for gpu_type in gpu_types:
+        mine = [r for r in rates if r.gpu_type == gpu_type]
+        cuts = {start, end}
+        for r in mine:
+            for t in (r.valid_from, r.valid_to):
+                if t is not None and start < t < end:
+                    cuts.add(t)
+        ordered = sorted(cuts)
+        for a, b in itertools.pairwise(ordered):
+            covering = [
+                r for r in mine if r.valid_from <= a and (r.valid_to is None or a < r.valid_to)
+            ]
+            if not covering:
+                continue
+            best = max(covering, key=lambda r: (r.valid_from, r.pk))
+            found = segments.setdefault(gpu_type, [])
+            if (
+                found
+                and found[-1][1] == a
+                and found[-1][2:]
+                == (
+                    best.rate_per_gpu_hour,
+                    best.currency,
+                )
+            ):
+                found[-1] = (found[-1][0], b, best.rate_per_gpu_hour, best.currency)
+            else:
+                found.append((a, b, best.rate_per_gpu_hour, best.currency))
+    return segments
+
+
+def _rate_expression(clusters: list[Cluster], segments: dict) -> Case | Value:
+    """SQL: the rate in force for a rollup row (by its cluster and hour), NULL when none."""
+    whens = []
+    for cluster in clusters:
+        for a, b, rate, _currency in segments.get(cluster.gpu_type, []):
+            whens.append(When(cluster_id=cluster.pk, hour__gte=a, hour__lt=b, then=Value(rate)))
+    if not whens:
+        return Value(None, output_field=_DEC)
+    return Case(*whens, default=Value(None), output_field=_DEC)
+
+
+def report_validate_period(*, start: date | None, end: date | None) -> None:
+    """Refuse a period that is empty, reversed or longer than three years (names the field)."""
+    if start is None:
+        raise ValidationError({"start": ["Give the first day of the period (YYYY-MM-DD)."]})
+    if end is None:
+        raise ValidationError({"end": ["Give the last day of the period (YYYY-MM-DD)."]})
+    if end < start:
+        raise ValidationError({"end": [f"The last day ({end}) is before the first ({start})."]})
+    if (end - start).days >= MAX_DAYS:
+        raise ValidationError({"end": ["A report covers at most three years."]})
+
+
+def usage_report(
+    *,
+    visibility,
+    start: date,
+    end: date,
+    level: str = "project",
+    cluster: Cluster | None = None,
+    program: Program | None = None,
+) -> UsageReport:
+    """The finance usage report of the user's organizations from ``start`` to ``end`` (both
+    days included, UTC), per month x node at ``level`` x cluster.
+
+    Finance and org admins only (``PermissionDenied`` for anyone else). ``cluster`` and
+    ``program`` narrow it; callers resolve them through the visibility selector (a hidden
+    one is a 404 there); one outside the user's organizations raises ``PermissionDenied``
+    here as a second line of defence. Only rows with usage are listed. Raises
+    ``ValidationError`` naming ``start``, ``end`` or ``level`` for bad input. Three queries
+    plus the visibility ones, one of them over the rollup.
+    """
+    if not visibility.can_view_reports:
+        raise PermissionDenied("Usage reports are for finance and org admins.")
+    if level not in LEVELS:
+        raise ValidationError({"level": [f"Must be one of {', '.join(LEVELS)}."]})
+    report_validate_period(start=start, end=end)
+    org_ids = whole_organization_ids(visibility)
+    clusters = list(
+        Cluster.objects.filter(organization_id__in=org_ids).order_by("organization_id", "name")
+    )
+    if cluster is not None:
+        if cluster.organization_id not in org_ids:
+            raise PermissionDenied("You cannot see this cluster's usage.")
+        clusters = [c for c in clusters if c.pk == cluster.pk]
+    projects = Project.objects.filter(program__organization_id__in=org_ids)
+    if program is not None:
+        if program.organization_id not in org_ids:
+            raise PermissionDenied("You cannot see this program's usage.")
+        projects = projects.filter(program_id=program.pk)
+    projects = {p.pk: p for p in projects.select_related("program__organization").order_by("id")}
+
+    begin, finish = _as_instant(start), _as_instant(end + timedelta(days=1))
+    segments = _rate_segments({c.gpu_type for c in clusters}, begin, finish)
+    currencies = {s[3] for segs in segments.values() for s in segs}
+    currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
+    total = F("budgeted_gpu_seconds") + F("burst_gpu_seconds") + F("free_gpu_seconds")
+    sums = (
+        UsageHour.objects.filter(
+            cluster_id__in=[c.pk for c in clusters],
+            project_id__in=list(projects),
+            hour__gte=begin,
+            hour__lt=finish,
+        )
+        .annotate(month=TruncMonth("hour", tzinfo=UTC), rate=_rate_expression(clusters, segments))
+        .order_by()
+        .values("month", "project_id", "cluster_id")
+        .annotate(
+            budgeted=Sum("budgeted_gpu_seconds"),
+            burst=Sum("burst_gpu_seconds"),
+            free=Sum("free_gpu_seconds"),
+            rated=Sum(total * F("rate"), output_field=_DEC),
+            uncosted=Sum(
+                Case(When(rate__isnull=True, then=total), default=Value(ZERO), output_field=_DEC)
+            ),
+        )
+    )
+    cluster_by_id = {c.pk: c for c in clusters}
+    leaf_rows: list[ReportRow] = []
+    for item in sums:
+        if not (item["budgeted"] or item["burst"] or item["free"]):
+            continue
+        project = projects[item["project_id"]]
+        the_cluster = cluster_by_id[item["cluster_id"]]
+        month = item["month"].astimezone(UTC).date()
+        last = report_period_of_month(month)[1]
+        cost = None
+        if item["rated"] is not None and currency != "mixed":
+            cost = (item["rated"] / SECONDS_PER_HOUR).quantize(CENT, rounding=ROUND_HALF_EVEN)
+        leaf_rows.append(
+            ReportRow(
+                period_start=max(month, start),
+                period_end=min(last, end),
+                level="project",
+                node_id=project.pk,
+                organization=project.program.organization.name,
+                program=project.program.name,
+                project=project.name,
+                cost_centre=project.cost_centre,
+                cluster_id=the_cluster.pk,
+                cluster=the_cluster.name,
+                gpu_type=the_cluster.gpu_type,
+                budgeted_gpu_seconds=item["budgeted"] or ZERO,
+                burst_gpu_seconds=item["burst"] or ZERO,
+                free_gpu_seconds=item["free"] or ZERO,
+                cost=cost,
+                uncosted_gpu_seconds=item["uncosted"] or ZERO,
+            )
+        )
+    leaf_rows.sort(
+        key=lambda r: (r.period_start, r.organization, r.program, r.project, r.node_id, r.cluster)
+    )
+    rows = _roll_up(leaf_rows, level=level, projects=projects)
+    totals = ReportRow(
+        period_start=start,
+        period_end=end,
+        level="total",
+        node_id=None,
+        organization="",
+        program="",
+        project="",
+        cost_centre="",
+        cluster_id=cluster.pk if cluster else None,
+        cluster=cluster.name if cluster else "",
+        gpu_type=cluster.gpu_type if cluster else "",
+    )
+    for row in rows:
+        totals.add(row)
+    warnings = []
+    if currency == "mixed":
+        warnings.append("The rates in force use several currencies: no cost is shown.")
+    if totals.uncosted_gpu_seconds:
+        hours = totals.uncosted_gpu_seconds / SECONDS_PER_HOUR
+        warnings.append(f"{hours:,.1f} GPU-hours fall in hours with no cost rate: not costed.")
+    return UsageReport(
+        start=start,
+        end=end,
+        level=level,
+        cluster=cluster,
+        program=program,
+        rows=rows,
+        totals=totals,
+        currency=currency,
+        warnings=warnings,
+    )
+
+
+def _roll_up(leaf_rows: list[ReportRow], *, level: str, projects: dict) -> list[ReportRow]:
+    """Project rows summed to ``level`` (same period and cluster), in the leaves' order."""
+    if level == "project":
+        return leaf_rows
+    grouped: dict[tuple, ReportRow] = {}
+    for leaf in leaf_rows:
+        program = projects[leaf.node_id].program
+        node: Organization | Program = program if level == "program" else program.organization
+        key = (leaf.period_start, node.pk, leaf.cluster_id)
+        row = grouped.get(key)
+        if row is None:
+            row = grouped[key] = ReportRow(
+                period_start=leaf.period_start,
+                period_end=leaf.period_end,
+                level=level,
+                node_id=node.pk,
+                organization=leaf.organization,
+                program=leaf.program if level == "program" else "",
+                project="",
+                cost_centre="",
+                cluster_id=leaf.cluster_id,
+                cluster=leaf.cluster,
+                gpu_type=leaf.gpu_type,
+            )
+        row.add(leaf)
+    return list(grouped.values())
