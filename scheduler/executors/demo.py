@@ -10,6 +10,8 @@ The scheduling contract comes from the simulator's rule (``ContractRule``: debug
 others 2 h) with minimum runtimes scaled by the speed-up like the clock (2 h → 2 min at 60x);
 one job in ten goes to the free lane (minimum 0), which shows preemption at work.
 
+The replay starts where the trace gets busy (``busy_start``), not at its quiet first weeks,
+with its first ``DEMO_REPLAY_WARM_START_JOBS`` (40) jobs due at once.
 Stateless: the position in the trace and the replay's time origin are kept in each demo
 workload's launch spec, so a restarted server carries on where it stopped. After a long stop
 the replay does not rush to catch up: it resumes from now.
@@ -45,6 +47,19 @@ def philly_jobs() -> tuple[TraceJob, ...]:
     return tuple(load_trace(PHILLY_JOBS, "philly").jobs)
 
 
+def busy_start(jobs: tuple[TraceJob, ...], per_day: int = 100) -> int:
+    """Index of the first job from which ``per_day`` jobs arrive within a day.
+
+    Real traces open with a quiet ramp-up (Philly: about 75 jobs in its first 20 days, which
+    would take 8 hours to replay at 60x); the demo starts where the cluster gets busy.
+    """
+    last = len(jobs) - 1
+    for i, job in enumerate(jobs):
+        if jobs[min(i + per_day - 1, last)].submit_time - job.submit_time <= 86400:
+            return i
+    return 0
+
+
 def demo_workloads(cluster: Cluster):
     """Workloads the replay submitted on ``cluster``."""
     return Workload.objects.filter(cluster=cluster, launch_spec__trace=TRACE)
@@ -74,8 +89,12 @@ def demo_replay_step(
     if ours.filter(state=WorkloadState.PENDING).count() >= max_pending:
         return 0
     last = ours.order_by("-id").values_list("launch_spec", flat=True).first()
+    start = busy_start(jobs)
+    # A warm start: the first jobs are due at once, so the cluster is busy within seconds.
+    warm_end = min(start + getattr(settings, "DEMO_REPLAY_WARM_START_JOBS", 40), len(jobs) - 1)
     if last is None:
-        index, origin = 0, now.timestamp()
+        index = start
+        origin = now.timestamp() - (jobs[warm_end].submit_time - jobs[0].submit_time) / factor
     else:
         index, origin = last["trace_index"] + 1, last["replay_origin"]
     projects = {
@@ -89,7 +108,7 @@ def demo_replay_step(
         due = origin + (job.submit_time - start) / factor
         if due > now.timestamp():
             break
-        if now.timestamp() - due > MAX_LAG.total_seconds():
+        if index > warm_end and now.timestamp() - due > MAX_LAG.total_seconds():
             origin = now.timestamp() - (job.submit_time - start) / factor
         shape = _shape(job, cluster)
         project = projects.get(job.project)

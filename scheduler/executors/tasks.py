@@ -29,13 +29,19 @@ logger = logging.getLogger(__name__)
 def simulated_executor_tick() -> dict:
     """Replay due demo jobs, then play the simulated agents, for every simulated cluster."""
     from scheduler.executors.demo import demo_replay_step
-    from scheduler.executors.simulated import simulated_clusters, simulated_executor_step
+    from scheduler.executors.simulated import (
+        simulated_clusters,
+        simulated_executor_step,
+        simulated_nodes_ensure,
+    )
 
     if not getattr(settings, "SIMULATED_EXECUTOR_ENABLED", True):
         return {}
     summary = {}
     for cluster in simulated_clusters():
         submitted = 0
+        # Nodes first: the engine refuses workloads larger than the nodes it knows.
+        simulated_nodes_ensure(cluster=cluster)
         if getattr(settings, "DEMO_REPLAY_ENABLED", True):
             submitted = demo_replay_step(cluster=cluster)
         step = simulated_executor_step(cluster=cluster)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from governance.models import Cluster, Project
 from scheduler.choices import NodeState, OrderKind, OrderState, RunEndReason, WorkloadState
-from scheduler.executors.demo import demo_replay_step, demo_workloads, philly_jobs
+from scheduler.executors.demo import busy_start, demo_replay_step, demo_workloads, philly_jobs
 from scheduler.executors.simulated import (
     simulated_clusters,
     simulated_executor_step,
@@ -31,9 +31,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def personas(db, settings):
-    """The personas' tree; its cluster (4 x 8 GPUs) is simulated at 60x."""
+    """The personas' tree; its cluster (4 x 8 GPUs) is simulated at 60x, no warm start."""
     settings.SIMULATED_EXECUTOR_CLUSTERS = ["acme/h100"]
     settings.SIMULATED_EXECUTOR_SPEEDUP = 60
+    settings.DEMO_REPLAY_WARM_START_JOBS = 0
     return build_personas()
 
 
@@ -218,6 +219,20 @@ def test_replay_waits_while_the_queue_is_long_and_resumes_from_now_after_a_stop(
     assert demo_replay_step(cluster=cluster, now=later + timedelta(seconds=1), jobs=jobs) == 1
 
 
+def test_replay_starts_where_the_trace_gets_busy_with_a_warm_start(personas, settings):
+    settings.DEMO_REPLAY_WARM_START_JOBS = 3
+    quiet = tuple(job(i + 2, i * 86400.0 * 3) for i in range(5))  # one job every 3 days
+    busy = tuple(job(i + 7, quiet[-1].submit_time + 86400 + i * 60.0) for i in range(200))
+    jobs = quiet + busy
+    assert busy_start(jobs) == 5
+    t0 = timezone.now()
+    # The first busy job and the three after it are due at once; the quiet weeks are skipped.
+    assert demo_replay_step(cluster=personas.cluster, now=t0, jobs=jobs) == 4
+    lines = sorted(w.launch_spec["trace_line"] for w in demo_workloads(personas.cluster))
+    assert lines == [7, 8, 9, 10]
+    assert demo_replay_step(cluster=personas.cluster, now=t0 + timedelta(seconds=1), jobs=jobs) == 1
+
+
 def test_the_demo_replays_the_bundled_trace_into_the_demo_organization(db, settings):
     settings.SIMULATED_EXECUTOR_CLUSTERS = ["philly/h100"]
     call_command("load_demo", verbosity=0)
@@ -228,4 +243,6 @@ def test_the_demo_replays_the_bundled_trace_into_the_demo_organization(db, setti
     assert result["h100"]["submitted"] >= 1
     assert Node.objects.filter(cluster=cluster).count() == 32
     workload = demo_workloads(cluster).first()
-    assert Project.objects.filter(pk=workload.project_id, slug=jobs[0].project).exists()
+    replayed = jobs[workload.launch_spec["trace_index"]]
+    assert Project.objects.filter(pk=workload.project_id, slug=replayed.project).exists()
+    assert workload.launch_spec["trace_index"] >= busy_start(jobs)
