@@ -1,0 +1,108 @@
+"""Parsing the report's query parameters (page and API share it), naming the bad field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from governance.models import Cluster
+from governance.selectors.reports import LEVELS, report_period_of_month, report_validate_period
+from governance.services.reports import previous_month
+
+FORMATS = ("json", "csv", "xlsx")
+
+
+@dataclass
+class ReportQuery:
+    """What the caller asked for: the period (both days included), level, cluster, program."""
+
+    start: date
+    end: date
+    level: str
+    cluster: Cluster | None
+    program_id: int | None
+    period: str  # "month" or "range"
+    month: str  # YYYY-MM of ``start`` (for the month picker)
+
+
+def _date(value: str, field: str) -> date:
+    try:
+        return datetime.strptime(value.strip(), "%Y-%m-%d").date()
+    except ValueError:
+        raise ValidationError(
+            {field: [f"Enter a date as YYYY-MM-DD, not {value[:40]!r}."]}
+        ) from None
+
+
+def _month(value: str) -> date:
+    try:
+        return datetime.strptime(value.strip(), "%Y-%m").date()
+    except ValueError:
+        raise ValidationError(
+            {"month": [f"Enter a month as YYYY-MM, not {value[:40]!r}."]}
+        ) from None
+
+
+def _positive_int(value: str, field: str, what: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValidationError({field: [f"Enter the id of a {what} (a whole number)."]}) from None
+    if number < 1:
+        raise ValidationError({field: [f"Enter the id of a {what} (a whole number)."]})
+    return number
+
+
+def report_query_parse(*, params, visibility, now: datetime | None = None) -> ReportQuery:
+    """Turn query parameters into a ``ReportQuery`` or raise ``ValidationError`` naming the field.
+
+    Period: ``start`` and ``end`` (YYYY-MM-DD, both included) or ``month`` (YYYY-MM); with
+    neither, the last complete month. ``period=month`` or ``period=range`` says which of the
+    page's pickers to use when both are filled. ``level``: organization, program or project
+    (default project). ``cluster``: id of a cluster the user sees (anything else is refused
+    on ``cluster``, hidden or missing alike). ``program``: an id; the caller resolves it
+    through the visibility selector (a 404 when hidden).
+    """
+    period = (params.get("period") or "").strip()
+    if period and period not in ("month", "range"):
+        raise ValidationError({"period": ["Must be month or range."]})
+    start_text, end_text = params.get("start") or "", params.get("end") or ""
+    month_text = params.get("month") or ""
+    use_range = period == "range" or (not period and (start_text or end_text))
+    if use_range:
+        start = _date(start_text, "start") if start_text else None
+        end = _date(end_text, "end") if end_text else None
+        report_validate_period(start=start, end=end)
+        period = "range"
+    else:
+        month = _month(month_text) if month_text else previous_month(now or timezone.now())
+        start, end = report_period_of_month(month)
+        period = "month"
+    level = (params.get("level") or "project").strip()
+    if level not in LEVELS:
+        raise ValidationError(
+            {"level": [f"Must be one of {', '.join(LEVELS)}, not {level[:40]!r}."]}
+        )
+    cluster = None
+    cluster_text = (params.get("cluster") or "").strip()
+    if cluster_text:
+        pk = _positive_int(cluster_text, "cluster", "cluster")
+        cluster = visibility.clusters().filter(pk=pk).first()
+        if cluster is None:
+            raise ValidationError({"cluster": [f"No cluster with id {pk}."]})
+    program_id = None
+    program_text = (params.get("program") or "").strip()
+    if program_text:
+        program_id = _positive_int(program_text, "program", "program")
+    return ReportQuery(
+        start=start,
+        end=end,
+        level=level,
+        cluster=cluster,
+        program_id=program_id,
+        period=period,
+        month=f"{start:%Y-%m}",
+    )
