@@ -1,0 +1,382 @@
+"""Why the queue is ordered this way: the engine's Fair Tree ranking, node by node, over time.
+
+The ranking is the engine's own (``scheduler.engine.fairtree.BudgetTree.rank``) fed with the
+live cycle's inputs (``scheduler.selectors.budget.cluster_budget`` for the tree and
+``scheduler.selectors.usage.usage_window_by_project`` for charged GPU-seconds over
+``SCHEDULER_WINDOW_SECONDS``), so this page cannot disagree with the scheduler about the
+order. Nothing here re-implements the formula.
+
+What a page shows for a node is the engine's sibling ratio *usage ÷ share* normalised by the
+parent's usage: **usage share ÷ share** = (usage ÷ parent's usage) ÷ (share ÷ 100). It orders
+siblings exactly as the engine's ratio does (the two differ by a factor common to all
+siblings) and reads as "1.00 = used exactly its share of what its parent used; below 1 goes
+first". When nothing was used under a parent, every child has 0 and ties go to the name, as
+in the engine.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import F, Sum
+from django.db.models.functions import TruncDay, TruncHour
+from django.utils import timezone
+
+from governance.models import Allocation, Cluster, Program, Project
+from governance.selectors.tree import shares_at
+from scheduler.engine.fairtree import BudgetTree, Ranking
+from scheduler.models import UsageHour
+from scheduler.selectors.budget import ClusterBudget, cluster_budget
+from scheduler.selectors.usage import usage_window_by_project
+
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+MAX_HISTORY_DAYS = 60
+
+
+@dataclass
+class FairShareRow:
+    """One node of the tree with its place in the Fair Tree ranking now and over time.
+
+    ``share`` is the node's percent of its parent (``None`` for the organization).
+    ``budgeted`` is whether the engine's tree holds it (a share above 0 under a budgeted
+    parent); unbudgeted projects run after every budgeted one. ``usage_gpu_seconds`` is
+    ``None`` when the viewer does not see the node's whole subtree (its total would reveal
+    other teams' usage). ``metric`` is usage share ÷ share (see the module docstring);
+    ``sibling_rank`` is 1 for the sibling that goes first, out of ``siblings`` budgeted
+    siblings. ``order_position`` (projects only) is the 1-based place of the project in the
+    engine's project order. ``history`` and ``rank_history`` hold the metric and sibling rank
+    at each instant of ``FairShareView.instants`` (``None`` where the node was unbudgeted).
+    """
+
+    kind: str
+    id: int
+    name: str
+    depth: int
+    parent: tuple[str, int] | None
+    share: Decimal | None
+    budgeted: bool
+    whole: bool
+    usage_gpu_seconds: float | None = None
+    usage_share: float | None = None
+    metric: float | None = None
+    sibling_rank: int | None = None
+    siblings: int = 0
+    order_position: int | None = None
+    history: list[float | None] = field(default_factory=list)
+    rank_history: list[int | None] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(kind, id)``, unique across the three levels."""
+        return (self.kind, self.id)
+
+    @property
+    def usage_gpu_hours(self) -> float | None:
+        """Charged GPU-hours over the window (``None`` when hidden from the viewer)."""
+        return None if self.usage_gpu_seconds is None else self.usage_gpu_seconds / 3600
+
+
+@dataclass
+class FairShareView:
+    """The ranking of one cluster's tree as the viewer may see it.
+
+    ``rows`` walk the tree depth-first in ranking order (each parent, then its children,
+    first-to-go first; unbudgeted children last). ``project_order`` lists the visible
+    projects in the engine's order. ``instants`` are the ends of the last days (UTC
+    midnights) followed by ``now``: the points of each row's history.
+    """
+
+    cluster: Cluster
+    now: datetime
+    window_seconds: int
+    instants: list[datetime]
+    rows: list[FairShareRow]
+    project_order: list[FairShareRow]
+    budgeted_projects: int
+    total_projects: int
+
+    def children_of(self, key: tuple[str, int]) -> list[FairShareRow]:
+        """The visible children of the node ``key``, in ranking order."""
+        return [row for row in self.rows if row.parent == key]
+
+    def row(self, key: tuple[str, int]) -> FairShareRow | None:
+        """The row of node ``key`` if the viewer sees it."""
+        return next((row for row in self.rows if row.key == key), None)
+
+
+def _whole_keys(visibility, organization_id: int, programs, projects) -> set[tuple[str, int]]:
+    """Nodes whose whole subtree the viewer sees (their usage totals may be shown)."""
+    if organization_id in visibility.admin_org_ids | visibility.finance_org_ids:
+        keys = {("organization", organization_id)}
+        keys |= {("program", p.id) for p in programs}
+        keys |= {("project", p.id) for p in projects}
+        return keys
+    keys = {("program", p.id) for p in programs if p.id in visibility.managed_program_ids}
+    keys |= {
+        ("project", p.id)
+        for p in projects
+        if p.program_id in visibility.managed_program_ids
+        or p.id in visibility.pi_project_ids | visibility.member_project_ids
+    }
+    return keys
+
+
+def _history_instants(now: datetime, days: int) -> list[datetime]:
+    """The UTC midnights ending each of the last ``days`` days, then ``now``."""
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    points = [today - DAY * (days - 1 - k) for k in range(days)]
+    points = [p for p in points if p < now]
+    return [*points, now]
+
+
+def _windowed_usage(
+    cluster: Cluster, instants: list[datetime], window: timedelta
+) -> list[dict[int, float]]:
+    """Charged GPU-seconds per project over the window ending at each past instant.
+
+    The same whole-hour window as ``usage_window_by_project`` (from the hour containing
+    ``t - window`` up to ``t``), read in one grouped query over the rollup: by UTC day when
+    the instants are midnights and the window is whole days, else by hour.
+    """
+    if not instants:
+        return []
+
+    def window_start(t: datetime) -> datetime:
+        return (t - window).astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+    by_day = window % DAY == timedelta(0) and all(
+        t.astimezone(UTC).hour == 0 and t.minute == 0 and t.second == 0 and t.microsecond == 0
+        for t in instants
+    )
+    trunc = TruncDay if by_day else TruncHour
+    step = DAY if by_day else HOUR
+    rows = (
+        UsageHour.objects.filter(
+            cluster=cluster, hour__gte=window_start(instants[0]), hour__lt=instants[-1]
+        )
+        .annotate(bucket=trunc("hour", tzinfo=UTC))
+        .values_list("bucket", "project_id")
+        .annotate(total=Sum(F("budgeted_gpu_seconds") + F("burst_gpu_seconds")))
+    )
+    buckets: dict[datetime, dict[int, float]] = defaultdict(dict)
+    for bucket, project_id, total in rows:
+        buckets[bucket.astimezone(UTC)][project_id] = float(total or 0)
+    result = []
+    for t in instants:
+        usage: dict[int, float] = defaultdict(float)
+        cursor = window_start(t)
+        while cursor < t:
+            for project_id, amount in buckets.get(cursor, {}).items():
+                usage[project_id] += amount
+            cursor += step
+        result.append(dict(usage))
+    return result
+
+
+def _budgets_at(cluster: Cluster, instants: list[datetime]) -> list[ClusterBudget]:
+    """``cluster_budget`` at each instant, built once per distinct set of share rows."""
+    rows = list(
+        Allocation.objects.filter(cluster=cluster).values_list("id", "valid_from", "valid_to")
+    )
+    budgets: list[ClusterBudget] = []
+    cache: dict[frozenset, ClusterBudget] = {}
+    for t in instants:
+        signature = frozenset(
+            pk for pk, start, end in rows if start <= t and (end is None or t < end)
+        )
+        if signature not in cache:
+            cache[signature] = cluster_budget(cluster=cluster, at=t)
+        budgets.append(cache[signature])
+    return budgets
+
+
+@dataclass
+class _Ranked:
+    """One instant's ranking keyed by ``(kind, id)``: metric, sibling rank, sibling count."""
+
+    ranking: Ranking
+    metric: dict[tuple[str, int], float]
+    sibling_rank: dict[tuple[str, int], int]
+    siblings: dict[tuple[str, int], int]
+    usage: dict[tuple[str, int], float]
+    usage_share: dict[tuple[str, int], float | None]
+    order: dict[int, int]  # project id → 1-based position in the engine's project order
+    budgeted_projects: int
+
+
+def _rank(
+    budget: ClusterBudget,
+    usage_by_project: dict[int, float],
+    organization_id: int,
+    programs_by_slug: dict[str, int],
+    all_project_ids: list[int],
+) -> _Ranked:
+    """Run the engine's Fair Tree ranking and key its per-node figures by ``(kind, id)``."""
+    tree = BudgetTree(budget.root)
+    project_by_key = {budget.key(pid): pid for pid in all_project_ids}
+    usage = {budget.key(pid): amount for pid, amount in usage_by_project.items()}
+    ranking = tree.rank(usage, extra=[budget.key(pid) for pid in all_project_ids])
+    keys: list[tuple[str, int] | None] = []
+    for node in tree.nodes:
+        if node.parent < 0:
+            keys.append(("organization", organization_id))
+        elif node.project is not None:
+            pid = project_by_key.get(node.project)
+            keys.append(("project", pid) if pid is not None else None)
+        else:
+            pid = programs_by_slug.get(node.name)
+            keys.append(("program", pid) if pid is not None else None)
+    metric, sibling_rank, siblings, node_usage, usage_share = {}, {}, {}, {}, {}
+    for index, node in enumerate(tree.nodes):
+        key = keys[index]
+        if key is None:
+            continue
+        node_usage[key] = ranking.usage[index]
+        if node.parent < 0:
+            continue
+        parent_usage = ranking.usage[node.parent]
+        # usage share ÷ share = (usage / parent usage) / (share / 100) = engine ratio x 100 /
+        # parent usage: the engine's own ratio, scaled by a factor common to all siblings.
+        metric[key] = ranking.ratio[index] * 100 / parent_usage if parent_usage > 0 else 0.0
+        usage_share[key] = ranking.usage[index] / parent_usage * 100 if parent_usage > 0 else None
+        sibling_rank[key] = ranking.sibling_rank[index] + 1
+        siblings[key] = len(tree.nodes[node.parent].children)
+    for project, amount in ranking.project_usage.items():
+        pid = project_by_key.get(project)
+        if pid is not None:
+            node_usage.setdefault(("project", pid), amount)
+    order = {
+        project_by_key[p]: position + 1
+        for position, p in enumerate(ranking.order)
+        if p in project_by_key
+    }
+    return _Ranked(
+        ranking=ranking,
+        metric=metric,
+        sibling_rank=sibling_rank,
+        siblings=siblings,
+        usage=node_usage,
+        usage_share=usage_share,
+        order=order,
+        budgeted_projects=len(tree.path),
+    )
+
+
+def fairshare_ranking(
+    *, visibility, cluster: Cluster, now: datetime | None = None, days: int = 14
+) -> FairShareView:
+    """The Fair Tree ranking of ``cluster``'s tree now and at the end of each of the last days.
+
+    The caller resolves ``cluster`` through ``visibility.clusters()`` first (a 404 for a
+    cluster the user cannot see). Rows are the nodes the viewer sees (org admin / finance:
+    all; program manager: the organization, their program and its projects; PI and
+    researcher: their project and its ancestors). Ranks and the metric of every visible
+    node are shown — they explain the viewer's place in the queue; usage totals only for
+    nodes whose whole subtree the viewer sees. "Now" uses exactly the live cycle's inputs;
+    each past instant uses the shares in force then and the same whole-hour window, read in
+    one grouped query. ``days`` is capped at 60.
+    """
+    now = now or timezone.now()
+    days = max(1, min(int(days), MAX_HISTORY_DAYS))
+    window_seconds = int(settings.SCHEDULER_WINDOW_SECONDS)
+    window = timedelta(seconds=window_seconds)
+    organization_id = cluster.organization_id
+    programs = list(Program.objects.filter(organization_id=organization_id).order_by("name"))
+    projects = list(
+        Project.objects.filter(program__organization_id=organization_id).order_by("name")
+    )
+    all_project_ids = [p.id for p in projects]
+    programs_by_slug = {p.slug: p.id for p in programs}
+
+    instants = _history_instants(now, days)
+    past_usage = _windowed_usage(cluster, instants[:-1], window)
+    current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
+    budgets = _budgets_at(cluster, instants)
+    ranked = [
+        _rank(budget, usage, organization_id, programs_by_slug, all_project_ids)
+        for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True)
+    ]
+    current = ranked[-1]
+
+    visible_programs = set(
+        visibility.programs().filter(organization_id=organization_id).values_list("id", flat=True)
+    )
+    visible_projects = set(
+        visibility.projects()
+        .filter(program__organization_id=organization_id)
+        .values_list("id", flat=True)
+    )
+    sees_org = visibility.organizations().filter(pk=organization_id).exists()
+    whole = _whole_keys(visibility, organization_id, programs, projects)
+    # Shares of every node now (percent of the parent), also those the engine leaves out.
+    shares_now = shares_at(cluster=cluster, at=now)
+
+    def make(kind: str, obj, depth: int, parent) -> FairShareRow:
+        key = (kind, obj.id)
+        row = FairShareRow(
+            kind=kind,
+            id=obj.id,
+            name=obj.name,
+            depth=depth,
+            parent=parent,
+            share=None if kind == "organization" else shares_now.get(key, Decimal(0)),
+            budgeted=kind == "organization" or key in current.metric,
+            whole=key in whole,
+            metric=current.metric.get(key),
+            usage_share=current.usage_share.get(key) if key in whole else None,
+            sibling_rank=current.sibling_rank.get(key),
+            siblings=current.siblings.get(key, 0),
+            order_position=current.order.get(obj.id) if kind == "project" else None,
+            history=[r.metric.get(key) for r in ranked],
+            rank_history=[r.sibling_rank.get(key) for r in ranked],
+        )
+        if row.whole:
+            row.usage_gpu_seconds = current.usage.get(key, 0.0)
+        return row
+
+    def sort_key(row: FairShareRow):
+        return (row.sibling_rank is None, row.sibling_rank or 0, row.name)
+
+    rows: list[FairShareRow] = []
+    if sees_org:
+        organization = cluster.organization
+        rows.append(make("organization", organization, 0, None))
+        program_rows = sorted(
+            (
+                make("program", p, 1, ("organization", organization_id))
+                for p in programs
+                if p.id in visible_programs
+            ),
+            key=sort_key,
+        )
+        for program_row in program_rows:
+            rows.append(program_row)
+            rows.extend(
+                sorted(
+                    (
+                        make("project", p, 2, program_row.key)
+                        for p in projects
+                        if p.program_id == program_row.id and p.id in visible_projects
+                    ),
+                    key=sort_key,
+                )
+            )
+    project_rows = [row for row in rows if row.kind == "project"]
+    project_order = sorted(
+        project_rows, key=lambda r: (r.order_position is None, r.order_position or 0, r.name)
+    )
+    return FairShareView(
+        cluster=cluster,
+        now=now,
+        window_seconds=window_seconds,
+        instants=instants,
+        rows=rows,
+        project_order=project_order,
+        budgeted_projects=current.budgeted_projects,
+        total_projects=len(projects),
+    )

@@ -1,0 +1,206 @@
+"""The fair-share ranking selector against PostgreSQL, with hand-worked numbers.
+
+The personas' tree (tests/personas.py): Vision 60 % (Detection 50 %, Segmentation 30 %),
+Language 40 % (Translation 70 %, Summaries 30 %). Charged usage, all inside the 7-day window:
+
+- two days ago, 10:00 UTC: Segmentation 10, Translation 20, Summaries 40 GPU-hours;
+- yesterday, 10:00 UTC: Detection 30 GPU-hours.
+
+Now (today 12:00 UTC): Vision used 40 of 100, Language 60 of 100 GPU-hours.
+  Vision 0.40 ÷ 0.60 = 0.6667, Language 0.60 ÷ 0.40 = 1.5       → Vision goes first.
+  Detection 30/40 ÷ 0.5 = 1.5, Segmentation 10/40 ÷ 0.3 = 0.8333 → Segmentation first.
+  Translation 20/60 ÷ 0.7 = 0.4762, Summaries 40/60 ÷ 0.3 = 2.2222 → Translation first.
+  Project order: Segmentation, Detection, Translation, Summaries.
+At yesterday's midnight (Detection had not run yet): Vision 10/70 ÷ 0.6 = 0.2381, Language
+  60/70 ÷ 0.4 = 2.1429; Detection 0, Segmentation 10/10 ÷ 0.3 = 3.3333 → Detection first.
+Two days ago at midnight nothing was used: every metric 0, ties by name (language < vision,
+  detection < segmentation).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from governance.selectors.fairshare import fairshare_ranking
+from governance.selectors.visibility import user_visibility
+from scheduler.models import UsageHour
+from tests.factories import ProjectFactory
+
+pytestmark = pytest.mark.django_db
+
+GPU_HOUR = Decimal(3600)
+
+
+def today_midnight() -> datetime:
+    return timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def charge(
+    personas, project, hour: datetime, gpu_hours: int, *, burst: int = 0, free: int = 0
+) -> None:
+    UsageHour.objects.create(
+        cluster=personas.cluster,
+        project=project,
+        hour=hour,
+        budgeted_gpu_seconds=GPU_HOUR * gpu_hours,
+        burst_gpu_seconds=GPU_HOUR * burst,
+        free_gpu_seconds=GPU_HOUR * free,
+    )
+
+
+@pytest.fixture
+def usage(personas):
+    today = today_midnight()
+    two_days_ago = today - timedelta(days=2) + timedelta(hours=10)
+    yesterday = today - timedelta(days=1) + timedelta(hours=10)
+    charge(personas, personas.project_a2, two_days_ago, 10)
+    charge(personas, personas.project_b1, two_days_ago, 15, burst=5)
+    charge(personas, personas.project_b2, two_days_ago, 40)
+    # Free-lane time counts for nothing in fair share.
+    charge(personas, personas.project_a1, yesterday, 30, free=500)
+    return today + timedelta(hours=12)
+
+
+def rows_by_name(view):
+    return {row.name: row for row in view.rows}
+
+
+def test_org_admin_sees_the_engine_ranking_of_every_node(personas, usage):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin),
+        cluster=personas.cluster,
+        now=usage,
+        days=3,
+    )
+    rows = rows_by_name(view)
+    assert rows["Vision"].metric == pytest.approx(0.4 / 0.6)
+    assert rows["Language"].metric == pytest.approx(1.5)
+    assert rows["Detection"].metric == pytest.approx(1.5)
+    assert rows["Segmentation"].metric == pytest.approx(0.25 / 0.3)
+    assert rows["Translation"].metric == pytest.approx((20 / 60) / 0.7)
+    assert rows["Summaries"].metric == pytest.approx((40 / 60) / 0.3)
+    assert (rows["Vision"].sibling_rank, rows["Language"].sibling_rank) == (1, 2)
+    assert (rows["Segmentation"].sibling_rank, rows["Detection"].sibling_rank) == (1, 2)
+    assert (rows["Translation"].sibling_rank, rows["Summaries"].sibling_rank) == (1, 2)
+    assert rows["Vision"].siblings == 2
+    # Depth-first in ranking order: each parent, then its children first-to-go first.
+    assert [r.name for r in view.rows] == [
+        "Acme Research",
+        "Vision",
+        "Segmentation",
+        "Detection",
+        "Language",
+        "Translation",
+        "Summaries",
+    ]
+    assert [r.name for r in view.project_order] == [
+        "Segmentation",
+        "Detection",
+        "Translation",
+        "Summaries",
+    ]
+    assert [r.order_position for r in view.project_order] == [1, 2, 3, 4]
+    # Charged GPU-hours over the window (burst counts, free does not).
+    assert rows["Acme Research"].usage_gpu_hours == pytest.approx(100)
+    assert rows["Vision"].usage_gpu_hours == pytest.approx(40)
+    assert rows["Translation"].usage_gpu_hours == pytest.approx(20)
+    assert rows["Vision"].usage_share == pytest.approx(40)
+    assert rows["Detection"].share == Decimal("50.00")
+
+
+def test_history_shows_how_the_order_changed_day_by_day(personas, usage):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin),
+        cluster=personas.cluster,
+        now=usage,
+        days=3,
+    )
+    today = today_midnight()
+    assert view.instants == [
+        today - timedelta(days=2),
+        today - timedelta(days=1),
+        today,
+        usage,
+    ]
+    rows = rows_by_name(view)
+    assert rows["Detection"].history == pytest.approx([0.0, 0.0, 1.5, 1.5])
+    assert rows["Segmentation"].history == pytest.approx([0.0, 1 / 0.3, 0.25 / 0.3, 0.25 / 0.3])
+    assert rows["Detection"].rank_history == [1, 1, 2, 2]
+    assert rows["Segmentation"].rank_history == [2, 2, 1, 1]
+    assert rows["Vision"].history == pytest.approx([0.0, (10 / 70) / 0.6, 0.4 / 0.6, 0.4 / 0.6])
+    assert rows["Language"].rank_history == [1, 2, 2, 2]
+
+
+def test_a_project_without_a_share_comes_after_every_budgeted_one(personas, usage):
+    ProjectFactory(program=personas.program_b, name="Newcomer", slug="newcomer")
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin),
+        cluster=personas.cluster,
+        now=usage,
+        days=1,
+    )
+    row = rows_by_name(view)["Newcomer"]
+    assert row.budgeted is False
+    assert row.metric is None and row.sibling_rank is None
+    assert row.order_position == 5
+    assert row.share == Decimal("0")
+    assert view.budgeted_projects == 4 and view.total_projects == 5
+    assert [r.name for r in view.rows][-1] == "Newcomer"
+
+
+def test_program_manager_sees_their_program_and_ranks_but_not_other_totals(personas, usage):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.program_manager),
+        cluster=personas.cluster,
+        now=usage,
+        days=1,
+    )
+    rows = rows_by_name(view)
+    assert set(rows) == {"Acme Research", "Vision", "Detection", "Segmentation"}
+    assert rows["Vision"].usage_gpu_hours == pytest.approx(40)
+    assert rows["Acme Research"].usage_gpu_hours is None  # would reveal Language's usage
+    assert rows["Vision"].sibling_rank == 1 and rows["Vision"].siblings == 2
+    assert [r.order_position for r in view.project_order] == [1, 2]
+
+
+def test_pi_sees_their_project_and_its_place_only(personas, usage):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.pi),
+        cluster=personas.cluster,
+        now=usage,
+        days=1,
+    )
+    rows = rows_by_name(view)
+    assert set(rows) == {"Acme Research", "Vision", "Detection"}
+    assert rows["Detection"].usage_gpu_hours == pytest.approx(30)
+    assert rows["Vision"].usage_gpu_hours is None
+    assert rows["Detection"].sibling_rank == 2
+    assert rows["Detection"].order_position == 2
+
+
+def test_outsider_sees_nothing(personas, usage):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.outsider),
+        cluster=personas.cluster,
+        now=usage,
+        days=1,
+    )
+    assert view.rows == [] and view.project_order == []
+
+
+def test_with_no_usage_every_metric_is_zero_and_names_break_ties(personas):
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin), cluster=personas.cluster, days=1
+    )
+    rows = rows_by_name(view)
+    assert rows["Language"].metric == 0.0 and rows["Language"].sibling_rank == 1
+    assert [r.name for r in view.project_order] == [
+        "Summaries",
+        "Translation",
+        "Detection",
+        "Segmentation",
+    ]
