@@ -48,6 +48,8 @@ def navigation(request: HttpRequest) -> dict:
             items.append(
                 {"label": "Dashboards", "url": reverse("dashboards:delivery"), "count": None}
             )
+    if vis.can_view_reports:  # finance and org admins (governance/views/reports.py)
+        items.append({"label": "Usage report", "url": reverse("reports:usage"), "count": None})
     for item in items:
         url = item["url"]
         item["active"] = path == url if url == "/" else path.startswith(url)

@@ -1,0 +1,98 @@
+"""The finance usage report page and its CSV / XLSX downloads (finance and org admins).
+
+Thin: the query is parsed by ``governance.reports.query``, the figures come from
+``governance.selectors.reports.usage_report``, the files from ``governance.reports``. Anyone
+without a finance or org admin role gets the 403 page; a program they cannot see is a 404;
+bad input is shown next to the field it names (the page) or a 400 (the downloads).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import path
+
+from governance.reports.columns import report_filename
+from governance.reports.csv_writer import report_csv
+from governance.reports.query import report_query_parse
+from governance.reports.xlsx_writer import report_xlsx
+from governance.selectors.reports import LEVELS, usage_report
+from governance.views.common import visibility_of
+
+app_name = "reports"
+
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
+def _report(request: HttpRequest):
+    """(report, query, errors) for the request; report is None when the input was refused."""
+    vis = visibility_of(request)
+    if not vis.can_view_reports:
+        raise PermissionDenied("Usage reports are for finance and org admins.")
+    try:
+        query = report_query_parse(params=request.GET, visibility=vis)
+    except ValidationError as exc:
+        return None, None, exc.message_dict
+    program = None
+    if query.program_id is not None:
+        program = get_object_or_404(vis.programs(), pk=query.program_id)
+    report = usage_report(
+        visibility=vis,
+        start=query.start,
+        end=query.end,
+        level=query.level,
+        cluster=query.cluster,
+        program=program,
+    )
+    return report, query, {}
+
+
+@login_required
+def usage(request: HttpRequest) -> HttpResponse:
+    """The report as a table: period (month or range), level and cluster pickers, downloads."""
+    report, query, errors = _report(request)
+    vis = visibility_of(request)
+    context = {
+        "report": report,
+        "query": query,
+        "errors": errors,
+        "params": request.GET,
+        "levels": LEVELS,
+        "clusters": list(vis.clusters().order_by("name")),
+        "querystring": request.GET.urlencode(),
+    }
+    return render(request, "reports/usage.html", context, status=400 if errors else 200)
+
+
+def _download(request: HttpRequest, extension: str) -> HttpResponse:
+    report, _query, errors = _report(request)
+    if errors:
+        text = "\n".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items())
+        return HttpResponse(text + "\n", status=400, content_type="text/plain; charset=utf-8")
+    if extension == "csv":
+        response = HttpResponse(report_csv(report=report), content_type="text/csv; charset=utf-8")
+    else:
+        response = HttpResponse(report_xlsx(report=report), content_type=XLSX_TYPE)
+    response["Content-Disposition"] = f'attachment; filename="{report_filename(report, extension)}"'
+    return response
+
+
+@login_required
+def usage_csv(request: HttpRequest) -> HttpResponse:
+    """The same report as a CSV file."""
+    return _download(request, "csv")
+
+
+@login_required
+def usage_xlsx(request: HttpRequest) -> HttpResponse:
+    """The same report as an XLSX workbook (number formats, a totals row)."""
+    return _download(request, "xlsx")
+
+
+urlpatterns = [
+    path("usage/", usage, name="usage"),
+    path("usage.csv", usage_csv, name="usage-csv"),
+    path("usage.xlsx", usage_xlsx, name="usage-xlsx"),
+]
