@@ -7,9 +7,9 @@ threads, each with its own keep-alive connection and a researcher's token, submi
 workloads back to back until the minute is over.
 
 Recorded in ``extra_info``: requests, errors (anything but 201, or no answer), p50/p95/p99
-latency of every request and throughput. The benchmark's own rounds are single submits
-timed *during* the load (a representative request), judged against the target p95 of
-150 ms. Nothing here asserts on time. ``BENCH_SUBMIT_SECONDS`` / ``BENCH_SUBMIT_CLIENTS``
+latency of every request and throughput. The benchmark's own rounds are the 50th client's
+submits, back to back like the others' (representative requests under the full load); their
+median is printed against the 150 ms target, and the p95 of all requests is in extra_info. Nothing here asserts on time. ``BENCH_SUBMIT_SECONDS`` / ``BENCH_SUBMIT_CLIENTS``
 shorten or narrow a local run.
 """
 
@@ -188,22 +188,27 @@ def test_submit_api_under_50_concurrent_clients(benchmark):
             latencies[i].append(seconds)
             statuses[i].append(status)
 
-    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(CLIENTS)]
+    # 49 clients in threads; the 50th is the benchmark's own, submitting back to back like
+    # the others, so its timed rounds are representative requests under the full load.
+    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(1, CLIENTS)]
+    probe_latencies: list[float] = []
+    probe_statuses: list[int] = []
     try:
         began = time.monotonic()
         for thread in threads:
             thread.start()
-        time.sleep(min(5.0, SECONDS / 6))  # warm-up: every client connected and busy
+        warmup = min(5.0, SECONDS / 6)
+        time.sleep(warmup)  # every client connected and busy
+        per_client_rate = sum(len(x) for x in latencies) / max(1, CLIENTS - 1) / warmup
+        rounds = max(10, int(per_client_rate * (SECONDS - warmup)))
         probe = Client(server.port, tokens[0], projects[0])
-        probe_statuses: list[int] = []
 
         def one_submit() -> None:
-            probe_statuses.append(probe.submit()[1])
+            seconds, status = probe.submit()
+            probe_latencies.append(seconds)
+            probe_statuses.append(status)
 
-        # Single submits timed while the 50 clients keep the server busy.
-        benchmark.pedantic(
-            one_submit, rounds=40, iterations=1, setup=lambda: time.sleep(SECONDS / 120)
-        )
+        benchmark.pedantic(one_submit, rounds=rounds, iterations=1)
         time.sleep(max(0.0, SECONDS - (time.monotonic() - began)))
         stop.set()
         for thread in threads:
@@ -214,7 +219,7 @@ def test_submit_api_under_50_concurrent_clients(benchmark):
         server.stop()
         redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(queue)
 
-    every = [s for per in latencies for s in per]
+    every = [s for per in latencies for s in per] + probe_latencies
     codes = [c for per in statuses for c in per] + probe_statuses
     errors = sum(1 for c in codes if c != 201)
     throughput = len(every) / elapsed
