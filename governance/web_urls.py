@@ -20,6 +20,7 @@ urlpatterns = [
     path("requests/<int:pk>/approve/", views.approval_approve_view, name="approval-approve"),
     path("requests/<int:pk>/reject/", views.approval_reject_view, name="approval-reject"),
     path("requests/<int:pk>/withdraw/", views.approval_withdraw_view, name="approval-withdraw"),
+    path("dashboards/", include("governance.views.dashboards")),  # managers' dashboards
     path("reports/", include("governance.views.reports")),  # finance usage report
     path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views.py)
 ]

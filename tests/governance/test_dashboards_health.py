@@ -51,8 +51,8 @@ def hour_row(personas, project, hour, **seconds) -> None:
     )
 
 
-@pytest.fixture
-def yesterday(personas):
+def build_two_hours(personas) -> datetime:
+    """The two accounted hours of yesterday (module docstring); returns yesterday 00:00 UTC."""
     day = today_midnight() - timedelta(days=1)
     h10, h11 = day + timedelta(hours=10), day + timedelta(hours=11)
     a1, a2, b1, b2 = personas.projects
@@ -65,6 +65,11 @@ def yesterday(personas):
     hour_row(personas, b1, h11, entitled=24192)
     hour_row(personas, b2, h11, entitled=10368)
     return day
+
+
+@pytest.fixture
+def yesterday(personas):
+    return build_two_hours(personas)
 
 
 def health_for(personas, user, day):

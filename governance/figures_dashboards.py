@@ -1,0 +1,253 @@
+"""Plotly figure builders of the manager/PI dashboards: pure functions from selector rows.
+
+Each takes rows a selector returned (``governance.selectors.usage``, ``.fairshare``,
+``.health``) — or anything with the same attributes — and returns a ``plotly`` Figure. They
+read nothing from the database; the page serializes the figure with
+``governance.figures.figure_json`` and ``static/js/figure.js`` draws it with the self-hosted
+``plotly.min.js``. Tests assert on the figures' data. Amounts are plotted in GPU-hours and
+ratios in percent, rounded for the eye (two decimals); the tables carry the exact figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+
+import plotly.graph_objects as go
+
+from governance.figures import PROGRAM_COLOURS
+
+FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13}
+OWED_COLOUR = "#9aa9bb"
+DELIVERED_COLOUR = "#0f766e"
+ENTITLED_COLOUR = "#3b6fb6"
+BURST_COLOUR = "#d08a2e"
+GRID_COLOUR = "#e6e9ee"
+STATE_COLOURS = {
+    "healthy": "#2f8f5b",
+    "draining": "#d08a2e",
+    "drained": "#8a94a3",
+    "down": "#b42318",
+}
+PYRAMID_COLOURS = {
+    "availability": "#3b6fb6",
+    "occupancy": "#0f766e",
+    "impact": "#a1662f",
+    "hourly impact": "#a1662f",
+}
+# Row height of a horizontal bar chart, in pixels per team (two bars: owed and delivered).
+BAR_ROW_PX = 34
+
+
+def _hours(seconds) -> float:
+    """GPU-seconds → GPU-hours rounded to 0.01 for plotting."""
+    return round(float(Decimal(seconds) / Decimal(3600)), 2)
+
+
+def _percent(ratio) -> float | None:
+    """A ratio → percent with two decimals, ``None`` (a gap in a line) when unknown."""
+    return None if ratio is None else round(float(ratio) * 100, 2)
+
+
+def _layout(figure: go.Figure, **extra) -> go.Figure:
+    """The dashboards' shared look: transparent background, light grid, legend on top."""
+    settings = {
+        "margin": {"t": 36, "l": 8, "r": 16, "b": 8},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "font": FONT,
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        "hovermode": "x unified",
+    }
+    figure.update_layout(**{**settings, **extra})
+    figure.update_xaxes(gridcolor=GRID_COLOUR, automargin=True)
+    figure.update_yaxes(gridcolor=GRID_COLOUR, automargin=True, rangemode="tozero")
+    return figure
+
+
+def delivery_bars(rows: Sequence) -> go.Figure:
+    """Owed vs delivered GPU-hours per team: two horizontal bars per row, first row on top.
+
+    ``rows`` are ``UsageRow``s (``name``, ``owed_gpu_seconds``, ``charged_gpu_seconds``,
+    ``delivery_ratio``). The delivery ratio (min(delivered, owed) ÷ owed) is in the hover and
+    in the y label. ``layout.height`` grows with the number of teams.
+    """
+    names = [
+        f"{row.name} · {_percent(row.delivery_ratio):.1f} %"
+        if row.delivery_ratio is not None
+        else f"{row.name} · nothing owed"
+        for row in rows
+    ]
+    ratio = [_percent(row.delivery_ratio) for row in rows]
+    owed = [_hours(row.owed_gpu_seconds) for row in rows]
+    delivered = [_hours(row.charged_gpu_seconds) for row in rows]
+    figure = go.Figure(
+        [
+            go.Bar(
+                name="Owed",
+                y=names,
+                x=owed,
+                orientation="h",
+                marker={"color": OWED_COLOUR},
+                customdata=ratio,
+                hovertemplate="Owed %{x:,.1f} GPU-h<extra></extra>",
+            ),
+            go.Bar(
+                name="Delivered (charged)",
+                y=names,
+                x=delivered,
+                orientation="h",
+                marker={"color": DELIVERED_COLOUR},
+                customdata=ratio,
+                hovertemplate="Delivered %{x:,.1f} GPU-h · delivery %{customdata:.2f} %"
+                "<extra></extra>",
+            ),
+        ]
+    )
+    _layout(
+        figure,
+        barmode="group",
+        bargap=0.25,
+        height=max(220, 90 + BAR_ROW_PX * len(rows)),
+        hovermode="y unified",
+    )
+    figure.update_yaxes(autorange="reversed", rangemode=None)
+    figure.update_xaxes(title_text="GPU-hours", tickformat=",.0f")
+    return figure
+
+
+def delivery_timeseries(points: Sequence, *, bucket: str) -> go.Figure:
+    """Delivered (bars) against entitled and owed (lines) per hour or day, in GPU-hours.
+
+    ``points`` are ``UsagePoint``s (``start``, ``delivered_gpu_seconds``,
+    ``entitled_gpu_seconds``, ``owed_gpu_seconds``). Entitled is the share x healthy GPUs;
+    owed is entitlement capped at demand hour by hour, so delivered at or above the owed
+    line is a team that got what it was owed.
+    """
+    x = [p.start for p in points]
+    unit = "GPU-h per day" if bucket == "day" else "GPU-h per hour"
+    figure = go.Figure(
+        [
+            go.Bar(
+                name="Delivered (charged)",
+                x=x,
+                y=[_hours(p.delivered_gpu_seconds) for p in points],
+                marker={"color": DELIVERED_COLOUR},
+                hovertemplate="%{y:,.1f} GPU-h",
+            ),
+            go.Scatter(
+                name="Entitled (share x healthy GPUs)",
+                x=x,
+                y=[_hours(p.entitled_gpu_seconds) for p in points],
+                mode="lines",
+                line={"color": ENTITLED_COLOUR, "dash": "dash", "width": 2},
+                hovertemplate="%{y:,.1f} GPU-h",
+            ),
+            go.Scatter(
+                name="Owed (entitled, capped at demand)",
+                x=x,
+                y=[_hours(p.owed_gpu_seconds) for p in points],
+                mode="lines",
+                line={"color": "#1f2933", "width": 2},
+                hovertemplate="%{y:,.1f} GPU-h",
+            ),
+        ]
+    )
+    _layout(figure, bargap=0.15)
+    figure.update_yaxes(title_text=unit, tickformat=",.0f")
+    return figure
+
+
+def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> go.Figure:
+    """Each sibling's usage share ÷ share at the end of each day, one line per sibling.
+
+    ``rows`` are ``FairShareRow``s of one parent's children (``name``, ``history``: the
+    metric at each of ``instants``, ``None`` where the node was unbudgeted). A dotted line
+    at 1 marks "used exactly its share"; the lowest line goes first.
+    """
+    traces = [
+        go.Scatter(
+            name=row.name,
+            x=list(instants),
+            y=[None if v is None else round(v, 3) for v in row.history],
+            mode="lines+markers",
+            line={"color": PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)], "width": 2},
+            marker={"size": 5},
+            hovertemplate=f"{row.name}: %{{y:.2f}}<extra></extra>",
+        )
+        for index, row in enumerate(rows)
+    ]
+    figure = go.Figure(traces)
+    _layout(figure)
+    figure.add_hline(
+        y=1,
+        line={"color": "#5f6b7a", "dash": "dot", "width": 1},
+        annotation_text="at its share",
+        annotation_position="top left",
+        annotation_font={"color": "#5f6b7a", "size": 11},
+    )
+    figure.update_yaxes(title_text="usage share ÷ share (lower goes first)", tickformat=".2f")
+    return figure
+
+
+def health_pyramid(days: Sequence) -> go.Figure:
+    """Availability, occupancy and impact per day, in percent (the metrics pyramid).
+
+    ``days`` are ``HealthDay``s (``day``, ``availability``, ``occupancy``, ``impact``,
+    ``hourly_impact``; ``None`` = unknown, drawn as a gap). The hourly delivery ratio is a
+    dotted line beside the delivery ratio.
+    """
+    x = [d.day for d in days]
+    series = [
+        ("Availability (healthy ÷ all GPUs)", "availability", "solid"),
+        ("Occupancy (allocated ÷ healthy)", "occupancy", "solid"),
+        ("Impact (delivery ratio)", "impact", "solid"),
+        ("Hourly delivery ratio", "hourly_impact", "dot"),
+    ]
+    colours = ["#3b6fb6", "#0f766e", "#a1662f", "#a1662f"]
+    figure = go.Figure(
+        [
+            go.Scatter(
+                name=label,
+                x=x,
+                y=[_percent(getattr(d, attribute)) for d in days],
+                mode="lines+markers",
+                line={"color": colour, "dash": dash, "width": 2},
+                marker={"size": 5},
+                hovertemplate="%{y:.2f} %",
+                connectgaps=False,
+            )
+            for (label, attribute, dash), colour in zip(series, colours, strict=True)
+        ]
+    )
+    _layout(figure)
+    figure.update_yaxes(title_text="percent", ticksuffix=" %", range=[0, 105])
+    return figure
+
+
+def nodes_by_state_bar(counts: Sequence) -> go.Figure:
+    """GPUs of the cluster by node state now, one horizontal stacked bar.
+
+    ``counts`` are ``NodeStateCount``s (``state``, ``label``, ``nodes``, ``gpus``); states
+    with no node are left out.
+    """
+    shown = [c for c in counts if c.nodes]
+    figure = go.Figure(
+        [
+            go.Bar(
+                name=f"{c.label}: {c.nodes:,} nodes",
+                y=["GPUs"],
+                x=[c.gpus],
+                orientation="h",
+                marker={"color": STATE_COLOURS.get(c.state, "#8a94a3")},
+                hovertemplate=f"{c.label}: {c.nodes:,} nodes, %{{x:,}} GPUs<extra></extra>",
+            )
+            for c in shown
+        ]
+    )
+    _layout(figure, barmode="stack", height=150, hovermode="closest")
+    figure.update_layout(margin={"t": 36, "l": 8, "r": 16, "b": 8})
+    figure.update_xaxes(title_text=None, tickformat=",d")
+    figure.update_yaxes(showticklabels=False, rangemode=None)
+    return figure
