@@ -26,6 +26,7 @@ Hand-worked scenario on h100, two hours (amounts in GPU-hours; H = 3600 GPU-seco
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -94,7 +95,7 @@ def write_usage(
     charged = budgeted + burst
     if charged:
         run = _run(project, cluster, RunLane.CHARGED)
-        gpus = max(1, int(charged // H) or 1)
+        gpus = max(1, math.ceil(charged / H))  # so the pieces fit in the hour
         split = hour + timedelta(seconds=float(budgeted / gpus))
         for start, end, amount, charge in (
             (hour, split, budgeted, Charge.BUDGETED),
