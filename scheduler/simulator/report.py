@@ -74,7 +74,9 @@ def write_timeline(
             f"{_day(window.start)} - {_day(window.end)} UTC ({window.why}; "
             f"{format_duration(window.end - window.start)} of "
             f"{format_duration(metrics['simulated_seconds'])} replayed, about {shown:,} runs) "
-            "to keep the page light; the bar charts cover the whole replay and the submit window."
+            "to keep the page light. Bars are coloured by team: solid while the run is protected "
+            "by its minimum runtime, hatched once preemptible; x marks a preemption. The bar "
+            "charts cover the whole replay and the submit window."
         )
         sections.append(
             (

@@ -150,10 +150,10 @@ def timeline_figure(
     rows = result.config.gpus
     node_ticks = list(range(0, rows, gpn * max(1, rows // gpn // 32)))
     fig.update_layout(
-        title=(
-            f"{result.policy}: GPU timeline {_iso(ws)} - {_iso(we)} UTC "
-            f"({window.why}; solid = protected, hatched = preemptible, x = preempted)"
-        ),
+        title={
+            "text": f"{result.policy}: one row per GPU, {_iso(ws)} - {_iso(we)} UTC",
+            "x": 0.01,
+        },
         barmode="overlay",
         height=max(400, min(2400, 3 * rows + 200)),
         xaxis={"type": "date", "range": [ws * 1000, we * 1000], "title": "time (UTC)"},
