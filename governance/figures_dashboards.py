@@ -236,12 +236,12 @@ def nodes_by_state_bar(counts: Sequence) -> go.Figure:
     figure = go.Figure(
         [
             go.Bar(
-                name=f"{c.label}: {c.nodes:,} nodes",
+                name=f"{c.label}: {c.nodes:,} node{'' if c.nodes == 1 else 's'}",
                 y=["GPUs"],
                 x=[c.gpus],
                 orientation="h",
                 marker={"color": STATE_COLOURS.get(c.state, "#8a94a3")},
-                hovertemplate=f"{c.label}: {c.nodes:,} nodes, %{{x:,}} GPUs<extra></extra>",
+                hovertemplate=f"{c.label}: %{{x:,}} GPUs<extra></extra>",
             )
             for c in shown
         ]
