@@ -44,8 +44,8 @@ def at(*args) -> datetime:
     return datetime(*args, tzinfo=UTC)
 
 
-@pytest.fixture
-def october(personas):
+@pytest.fixture(name="october")
+def october_fixture(personas):
     """The module docstring's ledger, rolled up, with its rates."""
     p = personas
     p.project_a1.cost_centre = "CC-DET"
