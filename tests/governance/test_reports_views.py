@@ -1,0 +1,97 @@
+"""The usage report page and its downloads: finance and org admins only, numbers formatted,
+the page's totals equal the CSV's, refusals next to the field."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from tests.governance.test_reports_selector import october_fixture  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+PAGE = "/reports/usage/"
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_finance_sees_the_month_with_thousands_separators(october):
+    response = client_for(october.finance).get(PAGE, {"month": "2026-10"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "GPU usage 2026-10" in html
+    assert "1,000.0" in html  # Translation's GPU-hours on b200
+    assert "4,500.00" in html  # its cost
+    assert "4,510.00" in html  # the total cost
+    assert "1,004.5" in html  # total GPU-hours: 3616200.750001 / 3600
+    assert "CC-DET" in html
+    assert 'href="/reports/usage.csv?month=2026-10"' in html
+
+
+def test_page_total_matches_the_csv_download(october):
+    client = client_for(october.finance)
+    page = client.get(PAGE, {"month": "2026-10", "level": "program"})
+    download = client.get("/reports/usage.csv", {"month": "2026-10", "level": "program"})
+    assert download.status_code == 200
+    lines = list(csv.DictReader(io.StringIO(download.content.decode())))
+    total_hours = Decimal(lines[-1]["Total GPU-hours"])
+    assert f"{total_hours:,.1f}" in page.content.decode()
+    assert page.context["report"].totals.total_gpu_seconds == Decimal(
+        lines[-1]["Total GPU-seconds"]
+    )
+
+
+def test_xlsx_download(october):
+    response = client_for(october.org_admin).get("/reports/usage.xlsx", {"month": "2026-10"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == (
+        'attachment; filename="gpu-usage-2026-10-project.xlsx"'
+    )
+    assert response.content[:2] == b"PK"
+
+
+@pytest.mark.parametrize("persona", ["program_manager", "pi", "researcher", "outsider"])
+def test_other_roles_get_403(october, persona):
+    client = client_for(getattr(october, persona))
+    assert client.get(PAGE).status_code == 403
+    assert client.get("/reports/usage.csv").status_code == 403
+
+
+def test_navigation_offers_the_report_to_finance_and_org_admins_only(october):
+    for persona, shown in (("finance", True), ("org_admin", True), ("pi", False)):
+        response = client_for(getattr(october, persona)).get("/")
+        labels = [item["label"] for item in response.context["nav_items"]]
+        assert ("Usage report" in labels) is shown, persona
+
+
+def test_bad_dates_are_shown_next_to_the_field(october):
+    response = client_for(october.finance).get(
+        PAGE, {"period": "range", "start": "2026-10-31", "end": "2026-10-01"}
+    )
+    assert response.status_code == 400
+    assert response.context["errors"] == {
+        "end": ["The last day (2026-10-01) is before the first (2026-10-31)."]
+    }
+    assert "is before the first" in response.content.decode()
+    download = client_for(october.finance).get("/reports/usage.csv", {"level": "team"})
+    assert download.status_code == 400
+    assert download.content.decode().startswith("level:")
+
+
+def test_empty_period_is_explained(october):
+    response = client_for(october.finance).get(PAGE, {"month": "2025-01"})
+    assert response.status_code == 200
+    assert "No GPU time used in this period" in response.content.decode()
