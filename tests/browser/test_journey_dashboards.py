@@ -1,0 +1,76 @@
+"""Journey: a manager re-splits their program and the dashboard changes after the next rollup.
+
+The personas' cluster (4 x 8 GPUs, all healthy) with Detection asking for all 32 GPUs, so its
+owed GPU-hours equal its entitlement. Accounting runs for the hour before the split with the
+baseline shares (Detection: 50 % of Vision's 60 % = 30 % of 32 GPUs = 9.6 GPU-hours), the
+manager moves Detection to 55 % in the split editor (33 % of the cluster), the next rollup
+(the accounting service the Celery beat calls) accounts the time since — and the
+owed-vs-delivered page shows the larger entitlement.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from scheduler.choices import WorkloadState
+from scheduler.models import Node, Workload
+from scheduler.services.usage import usage_account
+from tests.browser.conftest import sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def detection_row(page):
+    return page.get_by_test_id("delivery-table").locator("tr", has_text="Detection")
+
+
+def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(page, live_server, world):
+    cluster = world.cluster
+    for i in range(4):
+        Node.objects.create(cluster=cluster, name=f"n{i}", gpus=8)
+    hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    Workload.objects.create(
+        project=world.project_a1,
+        cluster=cluster,
+        name="big training run",
+        gpus=32,
+        nodes=4,
+        min_runtime_seconds=3600,
+        state=WorkloadState.PENDING,
+        submitted_at=hour - timedelta(hours=2),
+    )
+    start = hour - timedelta(hours=2)
+    usage_account(cluster=cluster, now=start)  # the accounting cursor starts here
+    usage_account(cluster=cluster, now=start + timedelta(hours=1))  # one hour at 30 %
+
+    sign_in(page, live_server, "program_manager", world.password)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboards").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Owed vs delivered")
+    expect(page.locator("[data-figure][data-drawn=true]")).to_have_count(2)
+    # 30 % of 32 GPUs for one hour.
+    expect(detection_row(page).get_by_test_id("entitled")).to_have_text("9.6")
+    expect(detection_row(page).get_by_test_id("owed")).to_have_text("9.6")
+
+    page.goto(f"{live_server.url}/clusters/{cluster.pk}/split/program/{world.program_a.pk}/")
+    page.get_by_label("New share of Detection in percent").fill("55")
+    page.get_by_label("Reason").fill("Detection ships its model first.")
+    page.get_by_role("button", name="Save the split").click()
+    expect(page.locator(".messages")).to_contain_text("Detection 50.00 % → 55.00 %")
+
+    # The next rollup: from the end of the last pass until now, at 55 % of 60 % = 33 %.
+    now = timezone.now()
+    usage_account(cluster=cluster, now=now)
+    seconds = Decimal((now - (start + timedelta(hours=1))).total_seconds())
+    expected = (Decimal("34560") + Decimal("0.33") * 32 * seconds) / 3600
+    rounded = round(expected, 1)  # the page's format: one decimal, whole numbers bare
+    shown = f"{int(rounded):,}" if rounded == rounded.to_integral_value() else f"{rounded:,.1f}"
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboards").click()
+    expect(detection_row(page).get_by_test_id("entitled")).to_have_text(shown)
+    expect(detection_row(page).get_by_test_id("owed")).to_have_text(shown)
+    assert expected > Decimal("9.6")
