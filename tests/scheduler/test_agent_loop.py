@@ -241,3 +241,20 @@ def test_a_restarted_agent_reports_what_it_lost_and_the_work_is_requeued(
     assert second_run.end_reason == RunEndReason.SUCCEEDED
     assert runs.read_text().split() == [str(first_run.pk), str(second_run.pk)]
     assert ledger_equals_runs(workload)
+
+
+def test_the_agent_rides_out_a_server_outage(world, start_agent, tmp_path):
+    """While the server is unreachable the process runs on and its exit waits; once the
+    server answers again the exit is delivered (the agent backs off meanwhile)."""
+    agent = start_agent()
+    ready = tmp_path / "ready"
+    workload = submit(world, f"echo up > {ready}; sleep 1.5")
+    assert wait_for(ready.exists, timeout=30)
+    server = agent.agent.client.server
+    agent.agent.client.server = "http://127.0.0.1:9"  # nothing listens: connection refused
+    assert wait_for(lambda: agent.agent._exits, timeout=10)  # ended, waiting to be reported
+    assert state_of(workload) == WorkloadState.RUNNING
+    assert agent.agent._backoff > 0
+    agent.agent.client.server = server
+    assert wait_for(lambda: state_of(workload) == WorkloadState.SUCCEEDED, timeout=30)
+    assert ledger_equals_runs(workload)
