@@ -327,8 +327,11 @@ def run_agent(
     Processes left by an earlier life of this node's agent are killed first: the server has
     requeued (or will requeue) their work, so they must not go on holding GPUs.
     """
-    runner = ProcessRunner(gpus=gpus, node=node, log_dir=log_dir, grace_seconds=grace_seconds)
-    reap_orphans(node, keep_instance=runner.instance)
+    # Processes are marked with the node *and* the server, so that two agents for nodes of
+    # the same name on one machine (two test sessions, two clusters) never reap each other's.
+    identity = f"{node}@{server}"
+    runner = ProcessRunner(gpus=gpus, node=identity, log_dir=log_dir, grace_seconds=grace_seconds)
+    reap_orphans(identity, keep_instance=runner.instance)
     agent = Agent(
         AgentClient(server, token),
         runner,

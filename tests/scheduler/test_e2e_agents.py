@@ -120,6 +120,14 @@ def submit(world, project: str, name: str, command: list[str], *, gpus: int, nod
     )  # fmt: skip
 
 
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 def state(workload: Workload) -> str:
     return Workload.objects.get(pk=workload.pk).state
 
@@ -178,15 +186,20 @@ def test_budgeted_work_preempts_unbudgeted_work_only_after_its_minimum_runtime(c
     single_start_per_workload(world.cluster)
 
 
-def test_an_agent_dies_and_comes_back(cluster_loop):
+def test_an_agent_dies_and_comes_back(cluster_loop, tmp_path):
     world = cluster_loop
-    job = submit(world, "budgeted", "long", ["sleep", "6"], gpus=2)
+    pids = tmp_path / "pids"
+    command = ["/bin/sh", "-c", f"echo $$ >> {pids}; exec sleep 6"]
+    job = submit(world, "budgeted", "long", command, gpus=2)
     assert wait_for(lambda: state(job) == WorkloadState.RUNNING, timeout=30), diagnostics(world)
+    assert wait_for(pids.exists, timeout=30)
     first = Run.objects.get(workload=job)
     (victim_node,) = first.placement
     victim = world.extra["agents"][victim_node]
 
     victim.kill9()  # no goodbye: its process dies with it, nobody tells the server
+    first_pid = int(pids.read_text().split()[0])
+    assert wait_for(lambda: not alive(first_pid), timeout=10)
     assert wait_for(
         lambda: Node.objects.get(cluster=world.cluster, name=victim_node).state == NodeState.DOWN,
         timeout=30,
