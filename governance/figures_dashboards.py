@@ -11,7 +11,7 @@ ratios in percent, rounded for the eye (two decimals); the tables carry the exac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import plotly.graph_objects as go
@@ -22,19 +22,13 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "siz
 OWED_COLOUR = "#9aa9bb"
 DELIVERED_COLOUR = "#0f766e"
 ENTITLED_COLOUR = "#3b6fb6"
-BURST_COLOUR = "#d08a2e"
+PARTIAL_COLOUR = "#9fd0ca"  # the delivered colour, lighter: a bucket not over yet
 GRID_COLOUR = "#e6e9ee"
 STATE_COLOURS = {
     "healthy": "#2f8f5b",
     "draining": "#d08a2e",
     "drained": "#8a94a3",
     "down": "#b42318",
-}
-PYRAMID_COLOURS = {
-    "availability": "#3b6fb6",
-    "occupancy": "#0f766e",
-    "impact": "#a1662f",
-    "hourly impact": "#a1662f",
 }
 # Row height of a horizontal bar chart, in pixels per team (two bars: owed and delivered).
 BAR_ROW_PX = 34
@@ -117,29 +111,38 @@ def delivery_bars(rows: Sequence) -> go.Figure:
     return figure
 
 
-def delivery_timeseries(points: Sequence, *, bucket: str) -> go.Figure:
+def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None = None) -> go.Figure:
     """Delivered (bars) against entitled and owed (lines) per hour or day, in GPU-hours.
 
     ``points`` are ``UsagePoint``s (``start``, ``delivered_gpu_seconds``,
     ``entitled_gpu_seconds``, ``owed_gpu_seconds``). Entitled is the share x healthy GPUs;
     owed is entitlement capped at demand hour by hour, so delivered at or above the owed
-    line is a team that got what it was owed.
+    line is a team that got what it was owed. Buckets not over at ``now`` (today so far)
+    are drawn as a lighter bar and left off the lines, which would otherwise dive at the
+    end for no reason a reader could see.
     """
+    step = timedelta(days=1) if bucket == "day" else timedelta(hours=1)
+    partial = [now is not None and p.start + step > now for p in points]
     x = [p.start for p in points]
     unit = "GPU-h per day" if bucket == "day" else "GPU-h per hour"
+
+    def line(values):
+        return [None if cut else v for v, cut in zip(values, partial, strict=True)]
+
     figure = go.Figure(
         [
             go.Bar(
                 name="Delivered (charged)",
                 x=x,
                 y=[_hours(p.delivered_gpu_seconds) for p in points],
-                marker={"color": DELIVERED_COLOUR},
-                hovertemplate="%{y:,.1f} GPU-h",
+                marker={"color": [PARTIAL_COLOUR if cut else DELIVERED_COLOUR for cut in partial]},
+                customdata=["so far" if cut else "" for cut in partial],
+                hovertemplate="%{y:,.1f} GPU-h %{customdata}",
             ),
             go.Scatter(
                 name="Entitled (share x healthy GPUs)",
                 x=x,
-                y=[_hours(p.entitled_gpu_seconds) for p in points],
+                y=line([_hours(p.entitled_gpu_seconds) for p in points]),
                 mode="lines",
                 line={"color": ENTITLED_COLOUR, "dash": "dash", "width": 2},
                 hovertemplate="%{y:,.1f} GPU-h",
@@ -147,7 +150,7 @@ def delivery_timeseries(points: Sequence, *, bucket: str) -> go.Figure:
             go.Scatter(
                 name="Owed (entitled, capped at demand)",
                 x=x,
-                y=[_hours(p.owed_gpu_seconds) for p in points],
+                y=line([_hours(p.owed_gpu_seconds) for p in points]),
                 mode="lines",
                 line={"color": "#1f2933", "width": 2},
                 hovertemplate="%{y:,.1f} GPU-h",
@@ -163,7 +166,8 @@ def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> go.Figure:
     """Each sibling's usage share ÷ share at the end of each day, one line per sibling.
 
     ``rows`` are ``FairShareRow``s of one parent's children (``name``, ``history``: the
-    metric at each of ``instants``, ``None`` where the node was unbudgeted). A dotted line
+    metric at each of ``instants``, ``None`` where the node was unbudgeted or nothing was
+    used under its parent: a gap). A dotted line
     at 1 marks "used exactly its share"; the lowest line goes first.
     """
     traces = [
@@ -179,7 +183,7 @@ def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> go.Figure:
         for index, row in enumerate(rows)
     ]
     figure = go.Figure(traces)
-    _layout(figure)
+    _layout(figure, showlegend=True)  # also with one line: say whose line it is
     figure.add_hline(
         y=1,
         line={"color": "#5f6b7a", "dash": "dot", "width": 1},

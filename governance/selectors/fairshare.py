@@ -10,8 +10,8 @@ What a page shows for a node is the engine's sibling ratio *usage ÷ share* norm
 parent's usage: **usage share ÷ share** = (usage ÷ parent's usage) ÷ (share ÷ 100). It orders
 siblings exactly as the engine's ratio does (the two differ by a factor common to all
 siblings) and reads as "1.00 = used exactly its share of what its parent used; below 1 goes
-first". When nothing was used under a parent, every child has 0 and ties go to the name, as
-in the engine.
+first". When nothing was used under a parent the metric is undefined (shown as none); the
+engine then sees equal ratios and ranks the children by name.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class FairShareRow:
     ``budgeted`` is whether the engine's tree holds it (a share above 0 under a budgeted
     parent); unbudgeted projects run after every budgeted one. ``usage_gpu_seconds`` is
     ``None`` when the viewer does not see the node's whole subtree (its total would reveal
-    other teams' usage). ``metric`` is usage share ÷ share (see the module docstring);
+    other teams' usage). ``metric`` is usage share ÷ share (see the module docstring),
+    ``None`` for unbudgeted nodes and when nothing was used under the parent;
     ``sibling_rank`` is 1 for the sibling that goes first, out of ``siblings`` budgeted
     siblings. ``order_position`` (projects only) is the 1-based place of the project in the
     engine's project order. ``history`` and ``rank_history`` hold the metric and sibling rank
@@ -200,7 +201,7 @@ class _Ranked:
     """One instant's ranking keyed by ``(kind, id)``: metric, sibling rank, sibling count."""
 
     ranking: Ranking
-    metric: dict[tuple[str, int], float]
+    metric: dict[tuple[str, int], float | None]
     sibling_rank: dict[tuple[str, int], int]
     siblings: dict[tuple[str, int], int]
     usage: dict[tuple[str, int], float]
@@ -242,7 +243,9 @@ def _rank(
         parent_usage = ranking.usage[node.parent]
         # usage share ÷ share = (usage / parent usage) / (share / 100) = engine ratio x 100 /
         # parent usage: the engine's own ratio, scaled by a factor common to all siblings.
-        metric[key] = ranking.ratio[index] * 100 / parent_usage if parent_usage > 0 else 0.0
+        # With nothing used under the parent the share of usage is undefined (the engine
+        # sees equal ratios and ranks by name): no metric rather than a misleading 0.
+        metric[key] = ranking.ratio[index] * 100 / parent_usage if parent_usage > 0 else None
         usage_share[key] = ranking.usage[index] / parent_usage * 100 if parent_usage > 0 else None
         sibling_rank[key] = ranking.sibling_rank[index] + 1
         siblings[key] = len(tree.nodes[node.parent].children)
@@ -325,7 +328,7 @@ def fairshare_ranking(
             depth=depth,
             parent=parent,
             share=None if kind == "organization" else shares_now.get(key, Decimal(0)),
-            budgeted=kind == "organization" or key in current.metric,
+            budgeted=kind == "organization" or key in current.sibling_rank,
             whole=key in whole,
             metric=current.metric.get(key),
             usage_share=current.usage_share.get(key) if key in whole else None,

@@ -272,8 +272,11 @@ def delivery(request: HttpRequest) -> HttpResponse:
             "has_usage": any(r.total_gpu_seconds or r.owed_gpu_seconds for r in rows),
             "bars": figure_json(bars),
             "bars_height": bars.layout.height,
-            "timeseries": figure_json(delivery_timeseries(points, bucket=period.bucket)),
+            "timeseries": figure_json(
+                delivery_timeseries(points, bucket=period.bucket, now=timezone.now())
+            ),
             "all_url": _query(request, node=None),
+            "focus_chosen": bool(request.GET.get("node")),
         }
     )
     return render(request, "dashboards/delivery.html", context)
@@ -325,6 +328,8 @@ def fairshare(request: HttpRequest) -> HttpResponse:
         chart_key = (whole[0] if whole else parents[-1]).key
     chart_parent = view.row(chart_key) if chart_key else None
     children = view.children_of(chart_key) if chart_key else []
+    # Each project with its program, to say why it sits where it does.
+    order = [(row, view.row(row.parent)) for row in view.project_order]
     context.update(
         {
             "view": view,
@@ -337,8 +342,8 @@ def fairshare(request: HttpRequest) -> HttpResponse:
             "children": children,
             "chart": figure_json(fairshare_lines(view.instants, children)),
             "window_days": view.window_seconds / 86400,
-            "order_preview": view.project_order[:15],
-            "order_rest": view.project_order[15:],
+            "order_preview": order[:15],
+            "order_rest": order[15:],
         }
     )
     return render(request, "dashboards/fairshare.html", context)
@@ -359,6 +364,11 @@ def health(request: HttpRequest) -> HttpResponse:
         end=filters.period.end,
     )
     totals = report.totals
+    days_with_data = [
+        d
+        for d in reversed(report.days)
+        if d.known_hours or d.allocated_gpu_seconds or d.owed_gpu_seconds
+    ]
     context.update(
         {
             "report": report,
@@ -369,7 +379,8 @@ def health(request: HttpRequest) -> HttpResponse:
                 "impact": _ratio_pct(totals.impact),
                 "hourly_impact": _ratio_pct(totals.hourly_impact),
             },
-            "days_newest_first": list(reversed(report.days)),
+            "days_with_data": days_with_data,
+            "days_without_data": len(report.days) - len(days_with_data),
             "pyramid": figure_json(health_pyramid(report.days)),
             "states": figure_json(nodes_by_state_bar(report.nodes_by_state)),
             "has_nodes": any(c.nodes for c in report.nodes_by_state),

@@ -13,7 +13,7 @@ Now (today 12:00 UTC): Vision used 40 of 100, Language 60 of 100 GPU-hours.
   Project order: Segmentation, Detection, Translation, Summaries.
 At yesterday's midnight (Detection had not run yet): Vision 10/70 ÷ 0.6 = 0.2381, Language
   60/70 ÷ 0.4 = 2.1429; Detection 0, Segmentation 10/10 ÷ 0.3 = 3.3333 → Detection first.
-Two days ago at midnight nothing was used: every metric 0, ties by name (language < vision,
+Two days ago at midnight nothing was used: no metric (None), ties by name (language < vision,
   detection < segmentation).
 """
 
@@ -127,11 +127,14 @@ def test_history_shows_how_the_order_changed_day_by_day(personas, usage):
         usage,
     ]
     rows = rows_by_name(view)
-    assert rows["Detection"].history == pytest.approx([0.0, 0.0, 1.5, 1.5])
-    assert rows["Segmentation"].history == pytest.approx([0.0, 1 / 0.3, 0.25 / 0.3, 0.25 / 0.3])
+    # Two days ago nothing had been used under Vision: no metric (None), ranks by name.
+    assert rows["Detection"].history[0] is None
+    assert rows["Detection"].history[1:] == pytest.approx([0.0, 1.5, 1.5])
+    assert rows["Segmentation"].history[1:] == pytest.approx([1 / 0.3, 0.25 / 0.3, 0.25 / 0.3])
     assert rows["Detection"].rank_history == [1, 1, 2, 2]
     assert rows["Segmentation"].rank_history == [2, 2, 1, 1]
-    assert rows["Vision"].history == pytest.approx([0.0, (10 / 70) / 0.6, 0.4 / 0.6, 0.4 / 0.6])
+    assert rows["Vision"].history[0] is None
+    assert rows["Vision"].history[1:] == pytest.approx([(10 / 70) / 0.6, 0.4 / 0.6, 0.4 / 0.6])
     assert rows["Language"].rank_history == [1, 2, 2, 2]
 
 
@@ -192,12 +195,13 @@ def test_outsider_sees_nothing(personas, usage):
     assert view.rows == [] and view.project_order == []
 
 
-def test_with_no_usage_every_metric_is_zero_and_names_break_ties(personas):
+def test_with_no_usage_there_is_no_metric_and_names_break_ties(personas):
     view = fairshare_ranking(
         visibility=user_visibility(user=personas.org_admin), cluster=personas.cluster, days=1
     )
     rows = rows_by_name(view)
-    assert rows["Language"].metric == 0.0 and rows["Language"].sibling_rank == 1
+    assert rows["Language"].metric is None and rows["Language"].sibling_rank == 1
+    assert rows["Language"].budgeted is True
     assert [r.name for r in view.project_order] == [
         "Summaries",
         "Translation",

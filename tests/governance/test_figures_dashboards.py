@@ -162,3 +162,22 @@ def test_figures_serialize_to_plain_json_for_the_page():
     data = figure_json(delivery_bars([usage_row("Detection", 10, 5)]))
     assert data["data"][0]["x"] == [10.0]
     assert data["layout"]["height"] == 220
+
+
+def test_a_bucket_not_over_yet_is_a_lighter_bar_and_off_the_lines():
+    points = [
+        UsagePoint(start=T0, entitled_gpu_seconds=H * 24, owed_gpu_seconds=H * 20),
+        UsagePoint(
+            start=T0 + timedelta(days=1),
+            entitled_gpu_seconds=H * 3,
+            owed_gpu_seconds=H * 2,
+            delivered_gpu_seconds=H * 2,
+        ),
+    ]
+    now = T0 + timedelta(days=1, hours=3)
+    delivered, entitled, owed = delivery_timeseries(points, bucket="day", now=now).data
+    assert list(delivered.y) == [0.0, 2.0]
+    assert list(delivered.marker.color) == ["#0f766e", "#9fd0ca"]
+    assert list(delivered.customdata) == ["", "so far"]
+    assert list(entitled.y) == [24.0, None]
+    assert list(owed.y) == [20.0, None]
