@@ -131,7 +131,9 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 # SQLite under var/ for the quick start; PostgreSQL (the database of record) via DATABASE_URL.
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The quick start runs a web server and in-process tasks on one file: wait for locks.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
@@ -259,6 +261,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "WorkloadStateEnum": "scheduler.choices.WorkloadState",
         "RunEndReasonEnum": "scheduler.choices.RunEndReason",
+        "OrderKindEnum": "scheduler.choices.OrderKind",
+        "TreeLevelEnum": "governance.selectors.reports.LEVELS",
     },
 }
 

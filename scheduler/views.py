@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from governance.views.common import visibility_of
 from scheduler.api.views import may_cancel, nodes_with_usage, visible_workloads
@@ -116,6 +116,7 @@ def _draining_runs(nodes) -> dict[int, list[DrainingRun]]:
 
 
 @login_required
+@require_safe
 def nodes(request: HttpRequest) -> HttpResponse:
     """Every node of the clusters the user sees: state, GPUs in use, drains in progress."""
     vis = visibility_of(request)
@@ -165,6 +166,7 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def workloads(request: HttpRequest) -> HttpResponse:
     """Workloads of the projects the user sees, newest first; ``?state=`` and ``?mine=1``."""
     vis = visibility_of(request)
@@ -201,6 +203,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: its state, place in the queue, the engine's reason, and its runs."""
     vis = visibility_of(request)

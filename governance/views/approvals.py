@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from governance.choices import ApprovalState
 from governance.forms import DecisionForm
@@ -23,6 +23,7 @@ from governance.views.common import visibility_of
 
 
 @login_required
+@require_safe
 def approval_inbox_view(request: HttpRequest) -> HttpResponse:
     """Requests waiting for this user's decision, oldest first."""
     requests = approval_inbox(user=request.user)
@@ -34,6 +35,7 @@ def approval_inbox_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def my_requests(request: HttpRequest) -> HttpResponse:
     """The requests this user made, in every state, newest first."""
     requests = approval_requests_by(user=request.user)
@@ -103,6 +105,7 @@ def _visible_request(request: HttpRequest, pk: int) -> ApprovalRequest:
 
 
 @login_required
+@require_safe
 def approval_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One request: its lines (current → requested), state, full history and the actions."""
     approval_request = _visible_request(request, pk)

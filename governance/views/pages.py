@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.views.decorators.http import require_safe
 
 from governance.choices import ApprovalState, Role
 from governance.figures import figure_json, tree_sunburst
@@ -32,6 +33,7 @@ ROLE_ABILITIES = {
 
 
 @login_required
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """Start page: the user's roles, what they can do, and links with counts."""
     vis = visibility_of(request)
@@ -55,6 +57,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def tree_index(request: HttpRequest) -> HttpResponse:
     """The tree without a cluster: go straight to the only one, or let the user pick."""
     clusters = list(visibility_of(request).clusters().select_related("organization"))
@@ -130,6 +133,7 @@ def _tree_rows(vis, root: TreeNode, cluster, total_gpus: int) -> list[TreeRow]:
 
 
 @login_required
+@require_safe
 def tree(request: HttpRequest, cluster_id: int) -> HttpResponse:
     """The budget tree of one cluster: shares, effective shares, GPUs, managers, a sunburst."""
     vis = visibility_of(request)
@@ -182,6 +186,7 @@ class HistoryEntry:
 
 
 @login_required
+@require_safe
 def node_history(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     """Who changed a program's or project's share, when, to what and why — per cluster."""
     vis = visibility_of(request)

@@ -422,13 +422,12 @@ DECISIONS: dict[str, Decision] = {
     ),
     # --- Pages (sign-in required: the anonymous visitor is sent to the sign-in page) -----
     # Read-only pages answer POST like GET (they do not restrict methods).
-    "home": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
+    "home": Decision(get=PAGE_ALL_SIGNED_IN),
     # One cluster: straight to its tree; the outsider has none and gets the (empty) picker.
-    "tree-index": Decision(get="302 302 302 302 302 200 login", post=SAME_AS_GET),
+    "tree-index": Decision(get="302 302 302 302 302 200 login"),
     "tree": Decision(
         url=lambda w: {"cluster_id": w.p.cluster.pk},
         get=PAGE_SEEN_BY_ORG,
-        post=SAME_AS_GET,
         other=lambda w: {"cluster_id": w.foreign_cluster.pk},
         get_other=PAGE_ANOTHER_ORG,
     ),
@@ -447,16 +446,14 @@ DECISIONS: dict[str, Decision] = {
     "history": Decision(
         url=lambda w: {"kind": "project", "pk": w.p.project_a1.pk},
         get=PAGE_SEEN_BY_ORG,
-        post=SAME_AS_GET,
         other=lambda w: {"kind": "project", "pk": w.p.project_b1.pk},
         get_other=PAGE_ANOTHER_PROGRAM,
     ),
-    "approval-inbox": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
-    "my-requests": Decision(get=PAGE_ALL_SIGNED_IN, post=SAME_AS_GET),
+    "approval-inbox": Decision(get=PAGE_ALL_SIGNED_IN),
+    "my-requests": Decision(get=PAGE_ALL_SIGNED_IN),
     "approval-detail": Decision(
         url=_request_a,
         get="200 200 200 404 200 404 login",
-        post=SAME_AS_GET,
         other=_request_b,
         get_other=PAGE_ANOTHER_PROGRAM,
     ),
@@ -475,6 +472,35 @@ DECISIONS: dict[str, Decision] = {
         post="302 302 403 404 403 404 login",
         payload=lambda w, _: {"reject-comment": "Matrix."},
         other=_request_b,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 404 404 403 404 login",
+    ),
+    # --- Live scheduler pages -----------------------------------------------------------
+    # Everyone signed in may open the lists; they show only what the visibility selector allows
+    # (the outsider gets an empty page).
+    "scheduler:nodes": Decision(get=PAGE_ALL_SIGNED_IN),
+    "scheduler:workloads": Decision(get=PAGE_ALL_SIGNED_IN),
+    # Operator actions: org admins only; a node of another organization does not exist for them.
+    "scheduler:node-action": Decision(
+        url=lambda w: {"pk": w.node_a.pk, "action": "drain"},
+        get="405 405 405 405 405 405 login",
+        post="302 403 403 403 403 404 login",
+        other=lambda w: {"pk": w.node_foreign.pk, "action": "drain"},
+        get_other="405 405 405 405 405 405 login",
+        post_other="404 404 404 404 404 404 login",
+    ),
+    "scheduler:workload-detail": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get=PAGE_SEEN_BY_ORG,
+        other=lambda w: {"pk": w.workload_b.pk},
+        get_other=PAGE_ANOTHER_PROGRAM,
+    ),
+    # Cancel: the submitter, the project's PI or an org admin; others who see it get 403.
+    "scheduler:workload-cancel": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get="405 405 405 405 405 405 login",
+        post="302 403 302 302 403 404 login",
+        other=lambda w: {"pk": w.workload_b.pk},
         get_other="405 405 405 405 405 405 login",
         post_other="302 404 404 404 403 404 login",
     ),

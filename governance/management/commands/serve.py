@@ -67,12 +67,17 @@ class Command(BaseCommand):
         stop = threading.Event()
         worker = None
         if settings.CELERY_TASK_ALWAYS_EAGER:
+            # Task discovery is lazy; load every app's tasks module so the in-process loop
+            # finds the scheduled tasks by name.
+            current_app.loader.import_default_modules()
             self.stdout.write("Periodic loop: in-process (no CELERY_BROKER_URL set).")
             threading.Thread(
                 target=run_schedule_in_process, args=(stop,), daemon=True, name="loop"
             ).start()
         else:
-            self.stdout.write(f"Periodic loop: Celery worker with beat on {settings.CELERY_BROKER_URL}.")
+            self.stdout.write(
+                f"Periodic loop: Celery worker with beat on {settings.CELERY_BROKER_URL}."
+            )
             worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "governance", "worker", "--beat",
                  "--loglevel=INFO", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
