@@ -21,8 +21,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncMonth
 
-from governance.models import Cluster, CostRate, Organization, Program, Project
-from governance.selectors.usage import whole_organization_ids
+from governance.models import Cluster, CostRate, Organization, Program, Project, UsageDay
+from governance.selectors.usage import add_sums, usage_sources, whole_organization_ids
 from scheduler.models import UsageHour
 
 ZERO = Decimal("0")
@@ -180,15 +180,39 @@ def _rate_segments(
     return segments
 
 
-def _rate_expression(clusters: list[Cluster], segments: dict) -> Case | Value:
-    """SQL: the rate in force for a rollup row (by its cluster and hour), NULL when none."""
+def _rate_expression(clusters: list[Cluster], segments: dict, *, daily: bool) -> Case | Value:
+    """SQL: the rate in force for a rollup row (by its cluster and hour), NULL when none.
+
+    ``daily``: for ``UsageDay`` rows, whose days lie wholly inside one segment (days where
+    a rate changes mid-day are read hour by hour).
+    """
     whens = []
     for cluster in clusters:
         for a, b, rate, _currency in segments.get(cluster.gpu_type, []):
-            whens.append(When(cluster_id=cluster.pk, hour__gte=a, hour__lt=b, then=Value(rate)))
+            if daily:
+                condition = {"day__gte": _day_on_or_after(a), "day__lt": b.date()}
+            else:
+                condition = {"hour__gte": a, "hour__lt": b}
+            whens.append(When(cluster_id=cluster.pk, then=Value(rate), **condition))
     if not whens:
         return Value(None, output_field=_DEC)
     return Case(*whens, default=Value(None), output_field=_DEC)
+
+
+def _day_on_or_after(at: datetime) -> date:
+    day = at.date()
+    return day if at == _as_instant(day) else day + timedelta(days=1)
+
+
+def _split_days(clusters: list[Cluster], segments: dict) -> dict[int, set[date]]:
+    """Days on which a cluster's rate changes other than at midnight (read hour by hour)."""
+    found: dict[int, set[date]] = {}
+    for cluster in clusters:
+        for a, b, _rate, _currency in segments.get(cluster.gpu_type, []):
+            for t in (a, b):
+                if t != _as_instant(t.date()):
+                    found.setdefault(cluster.pk, set()).add(t.date())
+    return found
 
 
 def report_validate_period(*, start: date | None, end: date | None) -> None:
@@ -246,35 +270,58 @@ def usage_report(
     segments = _rate_segments({c.gpu_type for c in clusters}, begin, finish)
     currencies = {s[3] for segs in segments.values() for s in segs}
     currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
-    total = F("budgeted_gpu_seconds") + F("burst_gpu_seconds") + F("free_gpu_seconds")
-    sums = (
-        UsageHour.objects.filter(
-            cluster_id__in=[c.pk for c in clusters],
-            project_id__in=list(projects),
-            hour__gte=begin,
-            hour__lt=finish,
-        )
-        .annotate(month=TruncMonth("hour", tzinfo=UTC), rate=_rate_expression(clusters, segments))
-        .order_by()
-        .values("month", "project_id", "cluster_id")
-        .annotate(
-            budgeted=Sum("budgeted_gpu_seconds"),
-            burst=Sum("burst_gpu_seconds"),
-            free=Sum("free_gpu_seconds"),
-            rated=Sum(total * F("rate"), output_field=_DEC),
-            uncosted=Sum(
-                Case(When(rate__isnull=True, then=total), default=Value(ZERO), output_field=_DEC)
-            ),
-        )
+    day_q, hour_q = usage_sources(
+        cluster_ids=[c.pk for c in clusters],
+        start=begin,
+        end=finish,
+        split_days=_split_days(clusters, segments),
     )
+    total = F("budgeted_gpu_seconds") + F("burst_gpu_seconds") + F("free_gpu_seconds")
+    sums: dict[tuple, dict] = {}
+    for model, where, month, daily in (
+        (UsageDay, day_q, TruncMonth("day"), True),
+        (UsageHour, hour_q, TruncMonth("hour", tzinfo=UTC), False),
+    ):
+        if where is None:
+            continue
+        rows = (
+            model.objects.filter(where, project_id__in=list(projects))
+            .annotate(month=month, rate=_rate_expression(clusters, segments, daily=daily))
+            .order_by()
+            .values("month", "project_id", "cluster_id")
+            .annotate(
+                budgeted=Sum("budgeted_gpu_seconds"),
+                burst=Sum("burst_gpu_seconds"),
+                free=Sum("free_gpu_seconds"),
+                rated=Sum(total * F("rate"), output_field=_DEC),
+                uncosted=Sum(
+                    Case(
+                        When(rate__isnull=True, then=total),
+                        default=Value(ZERO),
+                        output_field=_DEC,
+                    )
+                ),
+            )
+        )
+        for item in rows:
+            month_start = item.pop("month")
+            if isinstance(month_start, datetime):
+                month_start = month_start.astimezone(UTC).date()
+            key = (month_start, item.pop("project_id"), item.pop("cluster_id"))
+            rated = item.pop("rated")
+            add_sums(sums.setdefault(key, {}), item)
+            if rated is not None:
+                target = sums[key]
+                target["rated"] = (target.get("rated") or ZERO) + rated
     cluster_by_id = {c.pk: c for c in clusters}
     leaf_rows: list[ReportRow] = []
-    for item in sums:
+    for (month, project_id, cluster_id), item in sums.items():
+        item.setdefault("rated", None)
+        item.update(month=month, project_id=project_id, cluster_id=cluster_id)
         if not (item["budgeted"] or item["burst"] or item["free"]):
             continue
         project = projects[item["project_id"]]
         the_cluster = cluster_by_id[item["cluster_id"]]
-        month = item["month"].astimezone(UTC).date()
         last = report_period_of_month(month)[1]
         cost = None
         if item["rated"] is not None and currency != "mixed":

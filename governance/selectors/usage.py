@@ -28,7 +28,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Least, TruncDay, TruncHour
 
-from governance.models import Cluster, Organization, Program, Project
+from governance.models import Cluster, Organization, Program, Project, UsageDay, UsageDayCursor
 from scheduler.models import UsageHour
 
 ZERO = Decimal("0")
@@ -224,6 +224,85 @@ def _check_period(start: datetime, end: datetime) -> None:
         raise ValidationError({"end": ["End must be after start."]})
 
 
+# --- Where the figures of a period are read from: the daily cache or the hourly rollup ------
+
+
+def _midnight(day) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _ceil_day(at: datetime):
+    at = at.astimezone(UTC)
+    day = at.date()
+    return day if at == _midnight(day) else day + timedelta(days=1)
+
+
+def usage_sources(
+    *, cluster_ids: list[int], start: datetime, end: datetime, split_days=None
+) -> tuple[Q | None, Q | None]:
+    """Filters for ``UsageDay`` and ``UsageHour`` that together cover ``[start, end)`` of
+    each cluster exactly once.
+
+    Whole UTC days below the cluster's ``UsageDayCursor`` come from the daily cache; the
+    partial days at the ends, the days not yet cached and the days in ``split_days``
+    (``{cluster_id: set of dates}``, e.g. a cost rate changing mid-day) come from the hourly
+    rows. Either filter is ``None`` when it selects nothing.
+    """
+    split_days = split_days or {}
+    until = dict(
+        UsageDayCursor.objects.filter(cluster_id__in=cluster_ids).values_list("cluster_id", "until")
+    )
+    day_q: Q | None = None
+    hour_q: Q | None = None
+
+    def add_hours(cluster_id: int, a: datetime, b: datetime) -> None:
+        nonlocal hour_q
+        if a < b:
+            q = Q(cluster_id=cluster_id, hour__gte=a, hour__lt=b)
+            hour_q = q if hour_q is None else hour_q | q
+
+    def add_days(cluster_id: int, a, b) -> None:
+        nonlocal day_q
+        if a < b:
+            q = Q(cluster_id=cluster_id, day__gte=a, day__lt=b)
+            day_q = q if day_q is None else day_q | q
+
+    for cluster_id in cluster_ids:
+        first = _ceil_day(start)
+        last = min(end.astimezone(UTC).date(), until.get(cluster_id, first))
+        if last <= first:
+            add_hours(cluster_id, start, end)
+            continue
+        add_hours(cluster_id, start, _midnight(first))
+        day = first
+        for split in sorted(d for d in split_days.get(cluster_id, ()) if first <= d < last):
+            add_days(cluster_id, day, split)
+            add_hours(cluster_id, _midnight(split), _midnight(split) + timedelta(days=1))
+            day = split + timedelta(days=1)
+        add_days(cluster_id, day, last)
+        add_hours(cluster_id, _midnight(last), end)
+    return day_q, hour_q
+
+
+# The daily cache's columns under the names of HOUR_AGGREGATES.
+DAY_AGGREGATES = {
+    "budgeted": Sum("budgeted_gpu_seconds"),
+    "burst": Sum("burst_gpu_seconds"),
+    "free": Sum("free_gpu_seconds"),
+    "entitled": Sum("entitled_gpu_seconds"),
+    "demand": Sum("demand_gpu_seconds"),
+    "owed": Sum("owed_gpu_seconds"),
+    "hourly_owed_delivered": Sum("hourly_owed_delivered_gpu_seconds"),
+    "no_share_budgeted": Sum("no_share_budgeted_gpu_seconds"),
+}
+
+
+def add_sums(target: dict, source: dict) -> None:
+    """Add the Decimal sums of ``source`` into ``target`` (None counts as 0)."""
+    for name, value in source.items():
+        target[name] = (target.get(name) or ZERO) + (value or ZERO)
+
+
 _DEC = DecimalField(max_digits=30, decimal_places=6)
 _CHARGED = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
 _OWED = Least(F("entitled_gpu_seconds"), F("demand_gpu_seconds"))
@@ -304,20 +383,29 @@ def usage_by_tree_node(
         p.pk: UsageRow("project", p.pk, p.name, ("program", p.program_id), cluster_id)
         for p in projects
     }
-    sums = (
-        _hours_in(
-            UsageHour.objects.filter(project_id__in=list(project_rows)),
-            visibility=visibility,
-            cluster=cluster,
-            start=start,
-            end=end,
+    if cluster is not None:
+        cluster_ids = [cluster.pk]
+    else:
+        cluster_ids = list(visibility.clusters().values_list("id", flat=True))
+    day_q, hour_q = usage_sources(cluster_ids=cluster_ids, start=start, end=end)
+    sums: dict[tuple[int, int], dict] = {}
+    for model, where, aggregates in (
+        (UsageDay, day_q, DAY_AGGREGATES),
+        (UsageHour, hour_q, HOUR_AGGREGATES),
+    ):
+        if where is None:
+            continue
+        rows = (
+            model.objects.filter(where, project_id__in=list(project_rows))
+            .order_by()
+            .values("project_id", "cluster_id")
+            .annotate(**aggregates)
         )
-        .order_by()
-        .values("project_id", "cluster_id")
-        .annotate(**HOUR_AGGREGATES)
-    )
-    for item in sums:
-        _add_project_sums(project_rows[item["project_id"]], item)
+        for item in rows:
+            key = (item.pop("project_id"), item.pop("cluster_id"))
+            add_sums(sums.setdefault(key, {}), item)
+    for (project_id, _cluster_id), item in sums.items():
+        _add_project_sums(project_rows[project_id], item)
 
     program_rows = {
         p.pk: UsageRow("program", p.pk, p.name, ("organization", p.organization_id), cluster_id)

@@ -1,4 +1,4 @@
-"""Writes around the finance usage report: the monthly e-mail to finance users.
+"""Writes around the usage reports: the daily usage cache and the monthly e-mail.
 
 The report itself is a read (``governance.selectors.reports.usage_report``); sending it is a
 side effect that must happen once per organization and month, whatever the beat or a retry
@@ -12,11 +12,18 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from governance.choices import Role
-from governance.models import MonthlyReportDelivery, Organization, RoleAssignment
+from governance.models import (
+    Cluster,
+    MonthlyReportDelivery,
+    Organization,
+    RoleAssignment,
+    UsageDay,
+    UsageDayCursor,
+)
 from governance.reports.columns import report_filename
 from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import report_period_of_month, usage_report
@@ -25,6 +32,86 @@ from governance.selectors.visibility import Visibility
 logger = logging.getLogger(__name__)
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
+# One UsageDay row per (project, UTC day) from the hourly rollup of one cluster.
+_ROLL_DAYS_SQL = """
+INSERT INTO {day_table}
+    (cluster_id, project_id, day, budgeted_gpu_seconds, burst_gpu_seconds, free_gpu_seconds,
+     entitled_gpu_seconds, demand_gpu_seconds, owed_gpu_seconds,
+     hourly_owed_delivered_gpu_seconds, no_share_budgeted_gpu_seconds)
+SELECT cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date,
+       SUM(budgeted_gpu_seconds), SUM(burst_gpu_seconds), SUM(free_gpu_seconds),
+       SUM(entitled_gpu_seconds), SUM(demand_gpu_seconds),
+       SUM(LEAST(entitled_gpu_seconds, demand_gpu_seconds)),
+       SUM(LEAST(budgeted_gpu_seconds + burst_gpu_seconds,
+                 LEAST(entitled_gpu_seconds, demand_gpu_seconds))),
+       SUM(CASE WHEN entitled_gpu_seconds = 0 THEN budgeted_gpu_seconds ELSE 0 END)
+FROM {hour_table}
+WHERE cluster_id = %s AND hour >= %s AND hour < %s
+GROUP BY cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date
+ON CONFLICT (cluster_id, project_id, day) DO NOTHING
+"""
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+
+
+def usage_days_refresh(*, cluster: Cluster) -> int:
+    """Roll ``cluster``'s closed days into the daily cache; return how many days were added.
+
+    A day is closed when usage accounting has passed its end by an hour
+    (``AccountingCursor``): accounting only writes at or after its cursor, so the hourly
+    rows of earlier hours never change again. Idempotent and safe to run
+    concurrently (the cursor row is locked; rows already there are kept). A no-op on
+    SQLite (reports then read the hourly rows: the same figures, slower).
+    """
+    from scheduler.models import AccountingCursor, UsageHour
+
+    if connection.vendor != "postgresql":
+        return 0
+    accounted = (
+        AccountingCursor.objects.filter(cluster=cluster)
+        .values_list("accounted_until", flat=True)
+        .first()
+    )
+    if accounted is None:
+        return 0
+    # An hour of margin: the runs' ledger and the entitlement pass may be a moment apart.
+    sealed = (accounted - timedelta(hours=1)).astimezone(UTC).date()
+    with transaction.atomic():
+        cursor, created = UsageDayCursor.objects.select_for_update().get_or_create(
+            cluster=cluster, defaults={"until": sealed}
+        )
+        if created:
+            first = UsageHour.objects.filter(cluster=cluster).order_by("hour").first()
+            cursor.until = min(first.hour.astimezone(UTC).date(), sealed) if first else sealed
+        if cursor.until >= sealed:
+            cursor.save(update_fields=["until"])
+            return 0
+        sql = _ROLL_DAYS_SQL.format(
+            day_table=UsageDay._meta.db_table, hour_table=UsageHour._meta.db_table
+        )
+        with connection.cursor() as db:
+            db.execute(sql, [cluster.pk, _midnight(cursor.until), _midnight(sealed)])
+        added = (sealed - cursor.until).days
+        cursor.until = sealed
+        cursor.save(update_fields=["until"])
+    return added
+
+
+def usage_days_refresh_all() -> int:
+    """``usage_days_refresh`` for every cluster; returns the days added in all."""
+    return sum(usage_days_refresh(cluster=c) for c in Cluster.objects.order_by("id"))
+
+
+def usage_days_rebuild(*, cluster: Cluster) -> int:
+    """Drop and remake ``cluster``'s daily cache (after ``rebuild_usage`` or a data repair)."""
+    with transaction.atomic():
+        UsageDay.objects.filter(cluster=cluster).delete()
+        UsageDayCursor.objects.filter(cluster=cluster).delete()
+    return usage_days_refresh(cluster=cluster)
 
 
 def previous_month(now: datetime) -> date:

@@ -5,7 +5,8 @@ Builds one organization ("Usage history <seed>") with programs of 20 projects, c
 ``UsageHour`` row per (cluster, project, hour) and — unless ``--no-ledger`` — the matching
 ledger rows (``UsageRecord``: budgeted, burst and free pieces of each hour;
 ``EntitlementRecord``: one per hour), so that ``rebuild_usage`` gives the same rollup and
-reports can be checked against the ledger.
+reports can be checked against the ledger. The clusters' accounting cursor is set to the end
+and the closed days are rolled into the daily cache (``UsageDay``).
 
 The hourly rows are made by PostgreSQL itself (``INSERT … SELECT`` over ``generate_series``
 with a seeded hash for the noise), in hour order like the live loop writes them: 300
@@ -40,8 +41,9 @@ from governance.models import (
     Project,
     RoleAssignment,
 )
+from governance.services.reports import usage_days_refresh
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
-from scheduler.models import Run, Workload
+from scheduler.models import AccountingCursor, Run, Workload
 
 PROJECTS_PER_PROGRAM = 20
 GPU_TYPES = ("h100", "b200", "a100", "l40s")
@@ -214,6 +216,17 @@ class Command(BaseCommand):
         with connection.cursor() as cursor:
             for table in ("scheduler_usagehour", "scheduler_usagerecord"):
                 cursor.execute(f"ANALYZE {table}")
+        # The history is accounted up to its end; roll its days into the daily cache.
+        for cluster in Cluster.objects.filter(organization__slug=slug):
+            AccountingCursor.objects.update_or_create(
+                cluster=cluster, defaults={"accounted_until": end}
+            )
+            days = usage_days_refresh(cluster=cluster)
+            self.stdout.write(
+                f"{cluster.slug}: {days} days in the daily cache ({time.monotonic() - began:.0f} s)"
+            )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE governance_usageday")
         self.stdout.write(
             self.style.SUCCESS(
                 f"{slug}: {projects} projects on {clusters} clusters, {days} days "
