@@ -48,6 +48,12 @@ def navigation(request: HttpRequest) -> dict:
             items.append(
                 {"label": "Dashboards", "url": reverse("dashboards:delivery"), "count": None}
             )
+    if vis.admin_org_ids or vis.managed_program_ids:
+        # Replay a trace through the engine (scheduler/views.py, docs/simulator-page.md).
+        with contextlib.suppress(NoReverseMatch):
+            items.append(
+                {"label": "Simulator", "url": reverse("scheduler:simulator"), "count": None}
+            )
     if vis.can_view_reports:  # finance and org admins (governance/views/reports.py)
         items.append({"label": "Usage report", "url": reverse("reports:usage"), "count": None})
     for item in items:
