@@ -32,3 +32,15 @@ def reports_send_monthly() -> int:
     from governance.services.reports import report_monthly_send
 
     return len(report_monthly_send())
+
+
+@shared_task(acks_late=True)
+def usage_days_refresh() -> int:
+    """Roll every cluster's closed days into the daily usage cache; return the days added.
+
+    Idempotent and cheap when there is nothing to do. Reports also call it before reading,
+    so the cache is current even when no beat entry runs this.
+    """
+    from governance.services.reports import usage_days_refresh_all
+
+    return usage_days_refresh_all()

@@ -22,6 +22,7 @@ from governance.reports.csv_writer import report_csv
 from governance.reports.query import report_query_parse
 from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import LEVELS, usage_report
+from governance.services.reports import usage_days_refresh_all
 
 
 class CSVRenderer(renderers.BaseRenderer):
@@ -128,6 +129,7 @@ class UsageReportView(APIView):
             program = resolve_visible(
                 vis.programs(), query.program_id, field="program", what="program"
             )
+        usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
         report = usage_report(
             visibility=vis,
             start=query.start,

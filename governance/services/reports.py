@@ -182,6 +182,7 @@ def report_monthly_send(
     """
     now = now or timezone.now()
     month = month or previous_month(now)
+    usage_days_refresh_all()
     sent = []
     for organization in Organization.objects.order_by("id"):
         delivery = report_monthly_send_one(organization=organization, month=month, now=now)

@@ -19,6 +19,7 @@ from governance.reports.csv_writer import report_csv
 from governance.reports.query import report_query_parse
 from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import LEVELS, usage_report
+from governance.services.reports import usage_days_refresh_all
 from governance.views.common import visibility_of
 
 app_name = "reports"
@@ -38,6 +39,7 @@ def _report(request: HttpRequest):
     program = None
     if query.program_id is not None:
         program = get_object_or_404(vis.programs(), pk=query.program_id)
+    usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
     report = usage_report(
         visibility=vis,
         start=query.start,

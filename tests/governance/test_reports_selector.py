@@ -213,3 +213,30 @@ def test_bad_input_names_the_field(october, period, level, field):
     with pytest.raises(ValidationError) as refused:
         report_for(october.finance, period=period, level=level)
     assert field in refused.value.message_dict
+
+
+def test_a_rate_changing_mid_day_applies_from_the_hour_it_covers_cached_or_not(october):
+    """5.00 from 09:30 to 10:30 on 5 October covers the start of the 10:00 hour only.
+
+    Detection's October cost: (12600.75 x 5 + 3600 x 3) / 3600 = 20.5010… → 20.50.
+    """
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+
+    CostRate.objects.create(
+        gpu_type="h100",
+        rate_per_gpu_hour=D("5.00"),
+        valid_from=at(2026, 10, 5, 9, 30),
+        valid_to=at(2026, 10, 5, 10, 30),
+    )
+    hourly = report_for(october.finance)
+    for cluster in (october.cluster, october.b200):
+        AccountingCursor.objects.create(cluster=cluster, accounted_until=at(2026, 11, 20))
+        assert usage_days_refresh(cluster=cluster) > 0
+    cached = report_for(october.finance)
+    for report in (hourly, cached):
+        detection = next(r for r in report.rows if r.project == "Detection")
+        assert detection.cost == D("20.50")
+        assert report.totals.total_gpu_seconds == D("3616200.750001")
+        assert report.totals.cost == D("4520.50")
+    assert [vars(r) for r in cached.rows] == [vars(r) for r in hourly.rows]

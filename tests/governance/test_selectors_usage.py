@@ -337,3 +337,38 @@ def test_timeseries_of_a_node_outside_the_users_subtree_is_refused(scenario):
             end=END,
             node=scenario.program_b,
         )
+
+
+def test_figures_are_the_same_from_the_daily_cache(scenario):
+    """Closed days read from UsageDay give exactly what the hourly rows give."""
+    from governance.models import UsageDay
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+
+    start, end = datetime(2026, 10, 4, 6, tzinfo=UTC), datetime(2026, 10, 7, tzinfo=UTC)
+    fields = [
+        "budgeted_gpu_seconds",
+        "burst_gpu_seconds",
+        "free_gpu_seconds",
+        "entitled_gpu_seconds",
+        "demand_gpu_seconds",
+        "owed_gpu_seconds",
+        "unbudgeted_gpu_seconds",
+        "owed_delivered_gpu_seconds",
+        "hourly_owed_delivered_gpu_seconds",
+    ]
+
+    def figures():
+        _, rows = _rows(scenario.finance, scenario.cluster, start=start, end=end)
+        return [(r.key, *(getattr(r, f) for f in fields)) for r in rows]
+
+    hourly = figures()
+    AccountingCursor.objects.create(
+        cluster=scenario.cluster, accounted_until=datetime(2026, 10, 8, 3, tzinfo=UTC)
+    )
+    assert usage_days_refresh(cluster=scenario.cluster) == 3  # 5, 6, 7 October (from the 5th)
+    assert usage_days_refresh(cluster=scenario.cluster) == 0  # idempotent
+    day = UsageDay.objects.get(project=scenario.project_a1)
+    assert day.owed_gpu_seconds == 18 * H
+    assert day.hourly_owed_delivered_gpu_seconds == 16 * H
+    assert figures() == hourly
