@@ -205,16 +205,6 @@ def node_wholly_visible(*, visibility, node) -> bool:
     return False
 
 
-def _hours_in(
-    queryset: QuerySet, *, visibility, cluster: Cluster | None, start: datetime, end: datetime
-) -> QuerySet:
-    """Rollup rows of the period, on ``cluster`` (or every visible cluster)."""
-    rows = queryset.filter(hour__gte=start, hour__lt=end)
-    if cluster is not None:
-        return rows.filter(cluster_id=cluster.pk)
-    return rows.filter(cluster_id__in=visibility.clusters().values("id"))
-
-
 def _check_period(start: datetime, end: datetime) -> None:
     from django.core.exceptions import ValidationError
 
@@ -489,7 +479,8 @@ def usage_timeseries(
     ``node`` None: every project the user sees. A node the user cannot wholly see raises
     ``PermissionDenied`` (views resolve it through the visibility selector first: a 404).
     Owed per bucket = Σ over projects and hours of min(entitled, demand). Buckets with no
-    rollup rows are filled with zeros, so the x axis is continuous. One query.
+    rollup rows are filled with zeros, so the x axis is continuous. Day buckets read closed
+    days from the daily cache (``UsageDay``). One or two queries.
     """
     from django.core.exceptions import ValidationError
 
@@ -497,28 +488,51 @@ def usage_timeseries(
     if bucket not in BUCKETS:
         raise ValidationError({"bucket": [f"Must be one of {', '.join(BUCKETS)}."]})
     projects = _subtree_projects(visibility=visibility, node=node)
-    trunc = TruncHour("hour", tzinfo=UTC) if bucket == "hour" else TruncDay("hour", tzinfo=UTC)
-    rows = (
-        _hours_in(
-            UsageHour.objects.filter(project_id__in=projects.values("id")),
-            visibility=visibility,
-            cluster=cluster,
-            start=start,
-            end=end,
+    if cluster is not None:
+        cluster_ids = [cluster.pk]
+    else:
+        cluster_ids = list(visibility.clusters().values_list("id", flat=True))
+    if bucket == "day":
+        # Whole closed days from the daily cache, the rest from the hourly rows.
+        day_q, hour_q = usage_sources(cluster_ids=cluster_ids, start=start, end=end)
+        trunc = TruncDay("hour", tzinfo=UTC)
+    else:
+        day_q, hour_q = None, Q(cluster_id__in=cluster_ids, hour__gte=start, hour__lt=end)
+        trunc = TruncHour("hour", tzinfo=UTC)
+    found: dict[datetime, dict] = {}
+    if day_q is not None:
+        rows = (
+            UsageDay.objects.filter(day_q, project_id__in=projects.values("id"))
+            .order_by()
+            .values("day")
+            .annotate(
+                entitled=Sum("entitled_gpu_seconds"),
+                demand=Sum("demand_gpu_seconds"),
+                owed=Sum("owed_gpu_seconds"),
+                delivered=Sum(_CHARGED, output_field=_DEC),
+                burst=Sum("burst_gpu_seconds"),
+                free=Sum("free_gpu_seconds"),
+            )
         )
-        .annotate(bucket=trunc)
-        .order_by()
-        .values("bucket")
-        .annotate(
-            entitled=Sum("entitled_gpu_seconds"),
-            demand=Sum("demand_gpu_seconds"),
-            owed=Sum(_OWED, output_field=_DEC),
-            delivered=Sum(_CHARGED, output_field=_DEC),
-            burst=Sum("burst_gpu_seconds"),
-            free=Sum("free_gpu_seconds"),
+        for item in rows:
+            add_sums(found.setdefault(_midnight(item.pop("day")), {}), item)
+    if hour_q is not None:
+        rows = (
+            UsageHour.objects.filter(hour_q, project_id__in=projects.values("id"))
+            .annotate(bucket=trunc)
+            .order_by()
+            .values("bucket")
+            .annotate(
+                entitled=Sum("entitled_gpu_seconds"),
+                demand=Sum("demand_gpu_seconds"),
+                owed=Sum(_OWED, output_field=_DEC),
+                delivered=Sum(_CHARGED, output_field=_DEC),
+                burst=Sum("burst_gpu_seconds"),
+                free=Sum("free_gpu_seconds"),
+            )
         )
-    )
-    found = {item["bucket"].astimezone(UTC): item for item in rows}
+        for item in rows:
+            add_sums(found.setdefault(item.pop("bucket").astimezone(UTC), {}), item)
     points = []
     for at in _bucket_starts(start, end, bucket):
         item = found.get(at)

@@ -362,7 +362,17 @@ def test_figures_are_the_same_from_the_daily_cache(scenario):
         _, rows = _rows(scenario.finance, scenario.cluster, start=start, end=end)
         return [(r.key, *(getattr(r, f) for f in fields)) for r in rows]
 
-    hourly = figures()
+    def daily_points():
+        points = usage_timeseries(
+            visibility=user_visibility(user=scenario.finance),
+            cluster=scenario.cluster,
+            start=start,
+            end=end,
+            bucket="day",
+        )
+        return [(p.start, p.owed_gpu_seconds, p.delivered_gpu_seconds) for p in points]
+
+    hourly, hourly_points = figures(), daily_points()
     AccountingCursor.objects.create(
         cluster=scenario.cluster, accounted_until=datetime(2026, 10, 8, 3, tzinfo=UTC)
     )
@@ -372,3 +382,5 @@ def test_figures_are_the_same_from_the_daily_cache(scenario):
     assert day.owed_gpu_seconds == 18 * H
     assert day.hourly_owed_delivered_gpu_seconds == 16 * H
     assert figures() == hourly
+    assert daily_points() == hourly_points
+    assert hourly_points[1] == (datetime(2026, 10, 5, tzinfo=UTC), 37 * H, 38 * H)
