@@ -3,10 +3,12 @@
 The replay is event driven. Events are job submissions, job completions and the moments a
 running job reaches its minimum runtime (it becomes a possible victim). All events at one
 timestamp are applied together, then the engine runs one cycle. While work is pending, an
-extra cycle runs every ``cycle_interval`` seconds of virtual time (60 s by default) since the
-last one, so decisions that depend only on the passage of time — fair-share ranks drifting as
-the window slides, a gang reaching its reservation bound — are taken as a live loop would.
-Nothing runs while nothing is pending, so idle stretches cost nothing.
+extra cycle runs ``cycle_interval`` seconds of virtual time (60 s by default) after the last
+one, so decisions that depend only on the passage of time — fair-share ranks drifting as the
+window slides, a gang reaching its reservation bound — are taken as a live loop would. While
+such periodic cycles change nothing, the gap doubles up to ``max_cycle_interval`` (16 min):
+a months-long backlog behind weeks-long jobs would otherwise cost a cycle per virtual minute
+for nothing; any event or decision resets it. Nothing runs while nothing is pending.
 
 The simulator, not the engine, knows how long a job runs: on completion it tells the engine
 ``finish``; on preemption it works out the lost work (time since the last checkpoint plus a
@@ -47,6 +49,7 @@ class ReplayConfig:
     checkpoint_interval: float = 1800.0
     restart_overhead: float = 300.0
     cycle_interval: float = 60.0
+    max_cycle_interval: float = 960.0  # back-off bound for fruitless periodic cycles
     wake_at_min_runtime: bool = True  # run a cycle the moment a run becomes preemptible
     record_runs: bool = True
 
@@ -63,6 +66,8 @@ class ReplayConfig:
         for name in ("window_seconds", "checkpoint_interval", "cycle_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.max_cycle_interval < self.cycle_interval:
+            raise ConfigError("max_cycle_interval must be at least cycle_interval")
         if self.restart_overhead < 0:
             raise ConfigError(f"restart_overhead must be ≥ 0, not {self.restart_overhead}")
         if self.contract.max_min_runtime < 0:
@@ -255,6 +260,8 @@ def replay(
     overhead = config.restart_overhead
     record_runs = config.record_runs
     interval = config.cycle_interval
+    max_gap = config.max_cycle_interval
+    gap = interval
     wake = config.wake_at_min_runtime
 
     def end_run(rec: JobRecord, j: int, t: float, preempted: bool) -> None:
@@ -314,8 +321,13 @@ def replay(
             continue
         result = sched.cycle(t, ledger.usage(t))
         cycles += 1
-        if t == next_tick and t != t_submit and t != t_event:
+        tick_only = t == next_tick and t != t_submit and t != t_event
+        if tick_only:
             tick_cycles += 1
+        if tick_only and not result.starts and not result.preemptions:
+            gap = min(gap * 2, max_gap)  # time alone changed nothing: look less often
+        else:
+            gap = interval
 
         # Preemptions first: they free the GPU slots the starts of this cycle reuse.
         for order in result.preemptions:
@@ -371,7 +383,7 @@ def replay(
         if sched.pending_count():
             if not heap and submit_i == n and not result.starts and not sched.running:
                 break  # the cluster is empty and nothing more can start: those jobs never run
-            next_tick = t + interval
+            next_tick = t + gap
         else:
             next_tick = math.inf
 

@@ -78,6 +78,17 @@ class Trace:
     duplicates: int = 0  # rows identical to an earlier row (all fields but id): kept
     projects: list[str] = field(default_factory=list)
 
+    def head(self, n: int) -> Trace:
+        """The first ``n`` jobs by submit time, as a trace of their own."""
+        jobs = self.jobs[:n]
+        return Trace(
+            jobs=jobs,
+            format=self.format,
+            source=f"{self.source} (first {len(jobs):,} jobs)",
+            duplicates=self.duplicates if n >= len(self.jobs) else _count_duplicates(jobs),
+            projects=sorted({j.project for j in jobs}),
+        )
+
     @property
     def start(self) -> float:
         """Submit time of the first job (0 for an empty trace)."""
@@ -177,6 +188,13 @@ def read_trace(stream: Iterable[str] | str, fmt: str = "canonical", source: str 
     jobs.sort(key=lambda j: (j.submit_time, j.line))
     projects = sorted({j.project for j in jobs})
     return Trace(jobs=jobs, format=fmt, source=source, duplicates=duplicates, projects=projects)
+
+
+def _count_duplicates(jobs: list[TraceJob]) -> int:
+    seen = {
+        (j.submit_time, j.duration, j.gpus, j.project, j.min_runtime, j.resumable) for j in jobs
+    }
+    return len(jobs) - len(seen)
 
 
 def _number(text: str, name: str) -> float:

@@ -126,3 +126,17 @@ def test_from_the_shell_a_refusal_exits_non_zero_without_a_traceback(tmp_path):
     assert proc.returncode == 1
     assert "line 2: submit_time is neither ISO 8601 nor epoch seconds" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_slice_of_the_bundled_philly_trace_replays_with_the_philly_budgets(tmp_path):
+    from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+
+    text = run(
+        "--trace", str(PHILLY_JOBS), "--format", "philly", "--gpus", "64", "--limit", "100",
+        "--compare", "fifo,fairshare", "--budgets", str(PHILLY_BUDGETS),
+        "--no-timeline", "--out", str(tmp_path),
+    )  # fmt: skip
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert [m["jobs"] for m in metrics] == [100, 100]
+    assert "(first 100 jobs)" in text
+    assert "unbudgeted projects:" not in text or "23dbec" in text

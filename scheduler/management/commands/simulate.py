@@ -73,6 +73,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-timeline", action="store_true", help="skip timeline.html (faster)"
         )
+        parser.add_argument(
+            "--limit", help="replay only the first N jobs by submit time (quick looks)"
+        )
         parser.add_argument("--out", default="var/sim", help="output directory (var/sim)")
         parser.add_argument(
             "--table",
@@ -128,6 +131,8 @@ class Command(BaseCommand):
             )
             config.validate()
             trace = load_trace(options["trace"], options["format"])
+            if options["limit"]:
+                trace = trace.head(self._positive_int(options["limit"], "--limit"))
             if not trace.jobs:
                 raise CommandError(f"{options['trace']}: the trace has no jobs")
             budgets = load_budgets(options["budgets"], trace.jobs)
