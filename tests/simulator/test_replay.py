@@ -144,3 +144,19 @@ def test_the_same_input_gives_the_same_replay():
         m.pop("wall_seconds")
         m.pop("jobs_per_second")
     assert first == second
+
+
+def test_periodic_cycles_back_off_while_they_change_nothing():
+    sched = {}
+
+    def factory(nodes, root, policy, params):
+        sched["s"] = scripted()(nodes, root, policy, params)
+        return sched["s"]
+
+    # "wait" cannot start until "hog" ends 3 h later; nothing else happens meanwhile.
+    t = trace("hog,0,10800,8,A,,", "wait,0,60,8,B,,")
+    replay(t, two_teams(), ReplayConfig(gpus=8), scheduler_factory=factory)
+    times = [c - T0 for c in sched["s"].cycles]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps[:6] == [60, 120, 240, 480, 960, 960]
+    assert times[-1] == 10800  # the hog's end is an event: "wait" starts at once
