@@ -26,8 +26,9 @@ from django.db.models import F, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster, Program, Project
+from governance.models import Allocation, Cluster, Program, Project, UsageDay
 from governance.selectors.tree import shares_at
+from governance.selectors.usage import usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
@@ -141,8 +142,9 @@ def _windowed_usage(
     """Charged GPU-seconds per project over the window ending at each past instant.
 
     The same whole-hour window as ``usage_window_by_project`` (from the hour containing
-    ``t - window`` up to ``t``), read in one grouped query over the rollup: by UTC day when
-    the instants are midnights and the window is whole days, else by hour.
+    ``t - window`` up to ``t``), read in grouped queries: by UTC day when the instants are
+    midnights and the window is whole days — closed days from the daily cache
+    (``UsageDay``, via ``usage_sources``), the others from the hourly rollup — else by hour.
     """
     if not instants:
         return []
@@ -154,19 +156,34 @@ def _windowed_usage(
         t.astimezone(UTC).hour == 0 and t.minute == 0 and t.second == 0 and t.microsecond == 0
         for t in instants
     )
-    trunc = TruncDay if by_day else TruncHour
-    step = DAY if by_day else HOUR
-    rows = (
-        UsageHour.objects.filter(
-            cluster=cluster, hour__gte=window_start(instants[0]), hour__lt=instants[-1]
-        )
-        .annotate(bucket=trunc("hour", tzinfo=UTC))
-        .values_list("bucket", "project_id")
-        .annotate(total=Sum(F("budgeted_gpu_seconds") + F("burst_gpu_seconds")))
-    )
+    charged = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
     buckets: dict[datetime, dict[int, float]] = defaultdict(dict)
-    for bucket, project_id, total in rows:
-        buckets[bucket.astimezone(UTC)][project_id] = float(total or 0)
+    start, end = window_start(instants[0]), instants[-1]
+    if by_day:
+        step = DAY
+        # Closed days from the daily cache, the rest from the hourly rollup (same figures).
+        day_q, hour_q = usage_sources(cluster_ids=[cluster.pk], start=start, end=end)
+        if day_q is not None:
+            for day, project_id, total in (
+                UsageDay.objects.filter(day_q)
+                .values_list("day", "project_id")
+                .annotate(total=Sum(charged))
+            ):
+                bucket = datetime(day.year, day.month, day.day, tzinfo=UTC)
+                buckets[bucket][project_id] = float(total or 0)
+        hours = UsageHour.objects.filter(hour_q) if hour_q is not None else None
+    else:
+        step = HOUR
+        hours = UsageHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    if hours is not None:
+        trunc = TruncDay if by_day else TruncHour
+        for bucket, project_id, total in (
+            hours.annotate(bucket=trunc("hour", tzinfo=UTC))
+            .values_list("bucket", "project_id")
+            .annotate(total=Sum(charged))
+        ):
+            target = buckets[bucket.astimezone(UTC)]
+            target[project_id] = target.get(project_id, 0.0) + float(total or 0)
     result = []
     for t in instants:
         usage: dict[int, float] = defaultdict(float)

@@ -1,13 +1,17 @@
 """Cluster health — the metrics pyramid (DESIGN.md): availability, occupancy, impact per day.
 
-Read from the hourly rollup (``scheduler.models.UsageHour``), the share history and the live
-node states; no ledger scans. Per UTC day of a period:
+Read from the usage rollups (closed days from the daily cache ``governance.models.UsageDay``,
+the rest from the hourly ``scheduler.models.UsageHour``, split by
+``governance.selectors.usage.usage_sources``), the share history and the live node states;
+no ledger scans. Per UTC day of a period:
 
-- **availability** = healthy GPU-seconds ÷ (GPUs x seconds). The rollup does not store
+- **availability** = healthy GPU-seconds ÷ (GPUs x seconds). The rollups do not store
   healthy GPUs, but accounting wrote ``entitled = effective share x healthy GPUs x seconds``
-  for every budgeted project, so healthy GPU-seconds of an hour = Σ entitled ÷ Σ effective
-  shares in force (from the allocation history). Hours with no entitlement at all (nothing
-  budgeted, or accounting not running) are *unknown* and left out of the day.
+  for every budgeted project, so healthy GPU-seconds = Σ entitled ÷ Σ effective shares in
+  force (from the allocation history; a day when that sum changed is read hour by hour).
+  A day with no entitlement at all (nothing budgeted, or accounting not running) is
+  *unknown*; otherwise the whole day (up to how far accounting got, today) is measured, so
+  hours when accounting stopped count as unavailable.
 - **occupancy** = allocated ÷ healthy GPU-seconds, where allocated = budgeted + burst + free
   (everything that ran). It can pass 100 % while a draining node still runs work: draining
   capacity is no longer counted as healthy.
@@ -24,6 +28,7 @@ reported them (``SchedulingCycle.drained_nodes``) with the evictions the drain o
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -31,13 +36,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, F, Sum
-from django.db.models.functions import Least, TruncDay, TruncHour
+from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster
+from governance.models import Allocation, Cluster, UsageDay
 from governance.selectors.tree import ShareRow, pick_shares
+from governance.selectors.usage import usage_sources
 from scheduler.choices import NodeState, RunEndReason
-from scheduler.models import Node, RunNode, SchedulingCycle, UsageHour
+from scheduler.models import AccountingCursor, Node, RunNode, SchedulingCycle, UsageHour
 
 ZERO = Decimal("0")
 HUNDRED = Decimal("100")
@@ -52,8 +58,9 @@ NODE_STATE_ORDER = [NodeState.HEALTHY, NodeState.DRAINING, NodeState.DRAINED, No
 class HealthDay:
     """The pyramid of one UTC day. Ratios are ``None`` when their denominator is unknown or 0.
 
-    ``known_hours`` are the hours of the day with entitlement in the rollup (see the module
-    docstring); capacity and healthy GPU-seconds cover those hours only.
+    ``known_hours`` are the hours of the day that were measured: a day with any entitlement
+    in the rollup is measured from its start (or the period's) up to its end, or up to how
+    far accounting got today; a day with none is unknown (all ratios ``None``).
     """
 
     day: datetime
@@ -67,6 +74,7 @@ class HealthDay:
     owed_gpu_seconds: Decimal = ZERO
     owed_delivered_gpu_seconds: Decimal = ZERO
     hourly_owed_delivered_gpu_seconds: Decimal = ZERO
+    entitled_seen: bool = False  # any entitlement that day: its health can be measured
 
     @property
     def availability(self) -> Decimal | None:
@@ -270,28 +278,22 @@ def _effective_share_steps(
     return instants, sums
 
 
-def _pyramid_days(cluster: Cluster, start: datetime, end: datetime, gpus: int) -> list[HealthDay]:
-    """One ``HealthDay`` per UTC day of ``[start, end)`` (two grouped rollup queries)."""
-    base = UsageHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-    owed = Least(F("entitled_gpu_seconds"), F("demand_gpu_seconds"))
-    charged = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
-    per_project_day = (
-        base.annotate(bucket=TruncDay("hour", tzinfo=UTC))
-        .values_list("bucket", "project_id")
-        .annotate(
-            charged=Sum(charged),
-            free=Sum("free_gpu_seconds"),
-            owed=Sum(owed),
-            hourly=Sum(Least(charged, owed)),
-        )
-    )
-    per_hour = (
-        base.annotate(bucket=TruncHour("hour", tzinfo=UTC))
-        .values_list("bucket")
-        .annotate(
-            entitled=Sum("entitled_gpu_seconds"),
-            allocated=Sum(charged + F("free_gpu_seconds")),
-        )
+def _pyramid_days(
+    cluster: Cluster, start: datetime, end: datetime, gpus: int, measured_until: datetime
+) -> list[HealthDay]:
+    """One ``HealthDay`` per UTC day of ``[start, end)``.
+
+    Closed days come from the daily cache (``UsageDay``, one grouped query returning a row
+    per day); today, days not cached yet and days when the budgeted share changed are read
+    from the hourly rollup (``usage_sources`` splits the period; the figures are the same
+    either way). A day with any entitlement is measured over its seconds up to
+    ``measured_until`` (how far accounting got).
+    """
+    instants, sums = _effective_share_steps(cluster, start, end)
+    # A change of the budgeted total inside a day: that day is read hour by hour.
+    split = {t.date() for t in instants[1:] if t != t.replace(hour=0, minute=0, second=0)}
+    day_q, hour_q = usage_sources(
+        cluster_ids=[cluster.pk], start=start, end=end, split_days={cluster.pk: split}
     )
     first_day = start.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     days: dict[datetime, HealthDay] = {}
@@ -299,32 +301,81 @@ def _pyramid_days(cluster: Cluster, start: datetime, end: datetime, gpus: int) -
     while cursor < end:
         days[cursor] = HealthDay(day=cursor)
         cursor += DAY
-    for bucket, _project_id, charged_s, free_s, owed_s, hourly_s in per_project_day:
-        day = days.get(bucket.astimezone(UTC))
-        if day is None:
-            continue
-        charged_s, free_s = charged_s or ZERO, free_s or ZERO
-        owed_s, hourly_s = owed_s or ZERO, hourly_s or ZERO
-        day.charged_gpu_seconds += charged_s
-        day.free_gpu_seconds += free_s
-        day.allocated_gpu_seconds += charged_s + free_s
-        day.owed_gpu_seconds += owed_s
-        day.owed_delivered_gpu_seconds += min(charged_s, owed_s)
-        day.hourly_owed_delivered_gpu_seconds += hourly_s
-    instants, sums = _effective_share_steps(cluster, start, end)
-    for bucket, entitled, allocated in per_hour:
-        hour = bucket.astimezone(UTC)
-        day = days.get(hour.replace(hour=0))
-        entitled = entitled or ZERO
-        step = bisect_right(instants, hour) - 1
-        effective = sums[max(step, 0)]
-        if day is None or entitled <= 0 or effective <= 0:
-            continue  # nothing budgeted or nothing accounted: health unknown this hour
-        day.known_hours += 1
-        day.capacity_gpu_seconds += Decimal(gpus * 3600)
-        day.healthy_gpu_seconds += entitled * HUNDRED / effective
-        day.allocated_known_gpu_seconds += allocated or ZERO
+
+    def effective_at(t: datetime) -> Decimal:
+        return sums[max(bisect_right(instants, t) - 1, 0)]
+
+    def add_healthy(day: HealthDay, entitled: Decimal, effective: Decimal) -> None:
+        if entitled > 0 and effective > 0:
+            day.healthy_gpu_seconds += entitled * HUNDRED / effective
+            day.entitled_seen = True
+
+    if day_q is not None:
+        charged = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
+        for row in (
+            UsageDay.objects.filter(day_q)
+            .values("day")
+            .annotate(
+                charged=Sum(charged),
+                free=Sum("free_gpu_seconds"),
+                entitled=Sum("entitled_gpu_seconds"),
+                owed=Sum("owed_gpu_seconds"),
+                owed_delivered=Sum(Least(charged, F("owed_gpu_seconds"))),
+                hourly=Sum("hourly_owed_delivered_gpu_seconds"),
+            )
+        ):
+            at = datetime(row["day"].year, row["day"].month, row["day"].day, tzinfo=UTC)
+            day = days.get(at)
+            if day is None:
+                continue
+            _add_day_sums(day, row)
+            add_healthy(day, row["entitled"] or ZERO, effective_at(at))
+    if hour_q is not None:
+        hours = UsageHour.objects.filter(hour_q)
+        owed = Least(F("entitled_gpu_seconds"), F("demand_gpu_seconds"))
+        charged = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
+        per_project_day = (
+            hours.annotate(bucket=TruncDay("hour", tzinfo=UTC))
+            .values("bucket", "project_id")
+            .annotate(
+                charged=Sum(charged),
+                free=Sum("free_gpu_seconds"),
+                owed=Sum(owed),
+                hourly=Sum(Least(charged, owed)),
+            )
+        )
+        for row in per_project_day:
+            day = days.get(row["bucket"].astimezone(UTC))
+            if day is not None:
+                charged_s, owed_s = row["charged"] or ZERO, row["owed"] or ZERO
+                _add_day_sums(day, {**row, "owed_delivered": min(charged_s, owed_s)})
+        for hour, entitled in hours.values_list("hour").annotate(
+            entitled=Sum("entitled_gpu_seconds")
+        ):
+            hour = hour.astimezone(UTC)
+            day = days.get(hour.replace(hour=0))
+            if day is not None:
+                add_healthy(day, entitled or ZERO, effective_at(hour))
+    for at, day in days.items():
+        if not day.entitled_seen:
+            continue  # nothing budgeted or nothing accounted: health unknown that day
+        seconds = (min(at + DAY, measured_until, end) - max(at, start)).total_seconds()
+        if seconds > 0:
+            day.known_hours = math.ceil(seconds / 3600)
+            day.capacity_gpu_seconds = Decimal(gpus) * Decimal(int(seconds))
+            day.allocated_known_gpu_seconds = day.allocated_gpu_seconds
     return list(days.values())
+
+
+def _add_day_sums(day: HealthDay, row: dict) -> None:
+    """Add one group's sums (charged, free, owed, min(charged, owed), hourly) to a day."""
+    charged, free = row["charged"] or ZERO, row["free"] or ZERO
+    day.charged_gpu_seconds += charged
+    day.free_gpu_seconds += free
+    day.allocated_gpu_seconds += charged + free
+    day.owed_gpu_seconds += row["owed"] or ZERO
+    day.owed_delivered_gpu_seconds += row["owed_delivered"] or ZERO
+    day.hourly_owed_delivered_gpu_seconds += row["hourly"] or ZERO
 
 
 def _drains_in_progress(cluster: Cluster) -> list[DrainInProgress]:
@@ -428,6 +479,12 @@ def cluster_health(
         .annotate(nodes=Count("id"), gpus=Sum("gpus"))
     }
     node_gpus = sum(row["gpus"] or 0 for row in states.values())
+    accounted = (
+        AccountingCursor.objects.filter(cluster=cluster)
+        .values_list("accounted_until", flat=True)
+        .first()
+    )
+    measured = min(accounted or now, now)
     gpus = node_gpus or cluster.total_gpus
     nodes_by_state = [
         NodeStateCount(
@@ -443,7 +500,7 @@ def cluster_health(
         start=start,
         end=end,
         gpus=gpus,
-        days=_pyramid_days(cluster, start, end, gpus) if start < end else [],
+        days=_pyramid_days(cluster, start, end, gpus, measured) if start < end else [],
         nodes_by_state=nodes_by_state,
         drains_in_progress=_drains_in_progress(cluster),
         finished_drains=_finished_drains(cluster, start, end) if start < end else [],

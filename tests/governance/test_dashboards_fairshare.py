@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from governance.selectors.fairshare import fairshare_ranking
 from governance.selectors.visibility import user_visibility
-from scheduler.models import UsageHour
+from governance.services.reports import usage_days_refresh
+from scheduler.models import AccountingCursor, UsageHour
 from tests.factories import ProjectFactory
 
 pytestmark = pytest.mark.django_db
@@ -208,3 +209,13 @@ def test_with_no_usage_there_is_no_metric_and_names_break_ties(personas):
         "Detection",
         "Segmentation",
     ]
+
+
+def test_history_from_the_daily_cache_is_the_same(personas, usage):
+    visibility = user_visibility(user=personas.org_admin)
+    before = fairshare_ranking(visibility=visibility, cluster=personas.cluster, now=usage, days=3)
+    AccountingCursor.objects.create(cluster=personas.cluster, accounted_until=usage)
+    assert usage_days_refresh(cluster=personas.cluster) >= 2
+    after = fairshare_ranking(visibility=visibility, cluster=personas.cluster, now=usage, days=3)
+    assert [r.history for r in after.rows] == [r.history for r in before.rows]
+    assert [r.rank_history for r in after.rows] == [r.rank_history for r in before.rows]

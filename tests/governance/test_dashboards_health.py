@@ -2,7 +2,8 @@
 
 The personas' cluster has 4 nodes x 8 GPUs = 32. Effective shares: Detection 30 %,
 Segmentation 18 %, Translation 28 %, Summaries 12 % — 88 % of the cluster is budgeted.
-Yesterday, two accounted hours (GPU-seconds):
+Yesterday, 24 accounted hours; 22 of them quiet (all 32 GPUs healthy, entitlement only), and
+two busy ones (GPU-seconds):
 
 hour 10:00, all 32 GPUs healthy — entitled = effective share x 32 x 3600:
   Detection 34,560 (demand 8 GPUs = 28,800, ran nothing), Segmentation 20,736 (no demand),
@@ -12,8 +13,10 @@ hour 11:00, one node down (24 healthy) — entitled = share x 24 x 3600:
   Detection 25,920 (demand 16 GPUs = 57,600; charged 25,920 budgeted + 31,680 burst),
   Segmentation 15,552, Translation 24,192, Summaries 10,368 (no demand)
 
-Availability = healthy ÷ all: (32 + 24) x 3600 ÷ (2 x 32 x 3600) = 87.5 %.
-Occupancy = allocated ÷ healthy: (36,000 + 14,400 + 57,600) ÷ 201,600 = 53.5714 %.
+Availability = healthy ÷ all: (23 x 32 + 24) x 3600 ÷ (24 x 32 x 3600) = 760 ÷ 768
+  = 98.9583 %.
+Occupancy = allocated ÷ healthy: (36,000 + 14,400 + 57,600) ÷ (760 x 3600)
+  = 108,000 ÷ 2,736,000 = 3.9474 %.
 Owed = Σ min(entitled, demand): Detection 28,800 + 25,920 = 54,720; Translation 32,256;
   Summaries 13,824; total 100,800.
 Impact (delivery ratio of the day) = Σ min(charged, owed) ÷ Σ owed
@@ -30,10 +33,20 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from governance.models import UsageDay
 from governance.selectors.health import cluster_health
 from governance.selectors.visibility import user_visibility
+from governance.services.reports import usage_days_refresh
 from scheduler.choices import NodeState, RunEndReason, RunLane, WorkloadState
-from scheduler.models import Node, Run, RunNode, SchedulingCycle, UsageHour, Workload
+from scheduler.models import (
+    AccountingCursor,
+    Node,
+    Run,
+    RunNode,
+    SchedulingCycle,
+    UsageHour,
+    Workload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -51,11 +64,24 @@ def hour_row(personas, project, hour, **seconds) -> None:
     )
 
 
+QUIET_ENTITLED = {
+    "Detection": 34560,
+    "Segmentation": 20736,
+    "Translation": 32256,
+    "Summaries": 13824,
+}
+
+
 def build_two_hours(personas) -> datetime:
-    """The two accounted hours of yesterday (module docstring); returns yesterday 00:00 UTC."""
+    """Yesterday's 24 accounted hours (module docstring); returns yesterday 00:00 UTC."""
     day = today_midnight() - timedelta(days=1)
     h10, h11 = day + timedelta(hours=10), day + timedelta(hours=11)
     a1, a2, b1, b2 = personas.projects
+    for hour in range(24):
+        if hour not in (10, 11):
+            for project in personas.projects:
+                entitled = QUIET_ENTITLED[project.name]
+                hour_row(personas, project, day + timedelta(hours=hour), entitled=entitled)
     hour_row(personas, a1, h10, entitled=34560, demand=28800)
     hour_row(personas, a2, h10, entitled=20736)
     hour_row(personas, b1, h10, entitled=32256, demand=36000, budgeted=28800, burst=7200)
@@ -86,20 +112,21 @@ def test_pyramid_of_a_day_matches_the_hand_worked_figures(personas, yesterday):
     assert report.gpus == 32  # no node registered: the cluster's size
     [day] = report.days
     assert day.day == yesterday
-    assert day.known_hours == 2
-    assert day.healthy_gpu_seconds == Decimal(56 * 3600)
-    assert day.availability == Decimal("0.875")
+    assert day.known_hours == 24
+    assert day.healthy_gpu_seconds == Decimal(760 * 3600)
+    assert round(day.availability, 6) == Decimal("0.989583")
     assert day.allocated_gpu_seconds == Decimal(108000)
-    assert round(day.occupancy, 6) == Decimal("0.535714")
+    assert round(day.occupancy, 6) == Decimal("0.039474")
     assert day.owed_gpu_seconds == Decimal(100800)
     assert day.owed_delivered_gpu_seconds == Decimal(86976)
     assert round(day.impact, 6) == Decimal("0.862857")
     assert round(day.hourly_impact, 6) == Decimal("0.577143")
-    assert round(day.availability_pct, 2) == Decimal("87.50")
+    assert round(day.availability_pct, 2) == Decimal("98.96")
 
 
 def test_totals_are_ratios_of_sums_over_the_days(personas, yesterday):
-    # A second day: one hour, all healthy, nobody asked for anything.
+    # A second day: one accounted hour, all healthy, nobody asked for anything. The other 23
+    # hours were not accounted: they count as unavailable (the day is measured whole).
     day2 = yesterday - timedelta(days=1)
     for project in personas.projects:
         share = {"Detection": 30, "Segmentation": 18, "Translation": 28, "Summaries": 12}
@@ -112,12 +139,12 @@ def test_totals_are_ratios_of_sums_over_the_days(personas, yesterday):
     )
     assert [d.day for d in report.days] == [day2, yesterday]
     first = report.days[0]
-    assert first.availability == Decimal(1)
+    assert first.availability == Decimal(1) / Decimal(24)
     assert first.occupancy == Decimal(0)
     assert first.impact is None  # nothing owed: no delivery ratio, not 0 %
     totals = report.totals
-    assert totals.known_hours == 3
-    assert totals.availability == Decimal(88 * 3600) / Decimal(96 * 3600)
+    assert totals.known_hours == 48
+    assert totals.availability == Decimal(32 + 760) / Decimal(48 * 32)
     assert totals.impact == Decimal(86976) / Decimal(100800)
 
 
@@ -218,3 +245,23 @@ def test_nodes_by_state_and_drains(personas):
 def test_outsider_cannot_read_a_cluster_health(personas, yesterday):
     with pytest.raises(PermissionDenied):
         health_for(personas, personas.outsider, yesterday)
+
+
+def test_closed_days_read_from_the_daily_cache_give_the_same_figures(personas, yesterday):
+    before = health_for(personas, personas.org_admin, yesterday).days[0]
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_until=today_midnight() + timedelta(hours=2)
+    )
+    assert usage_days_refresh(cluster=personas.cluster) >= 1
+    assert UsageDay.objects.filter(cluster=personas.cluster, day=yesterday.date()).count() == 4
+    after = health_for(personas, personas.org_admin, yesterday).days[0]
+    for name in (
+        "healthy_gpu_seconds",
+        "capacity_gpu_seconds",
+        "allocated_gpu_seconds",
+        "owed_gpu_seconds",
+        "owed_delivered_gpu_seconds",
+        "hourly_owed_delivered_gpu_seconds",
+    ):
+        assert getattr(after, name) == getattr(before, name), name
+    assert after.owed_delivered_gpu_seconds == Decimal(86976)
