@@ -106,9 +106,12 @@ class FairShareView:
         """The visible children of the node ``key``, in ranking order."""
         return [row for row in self.rows if row.parent == key]
 
-    def row(self, key: tuple[str, int]) -> FairShareRow | None:
+    def row(self, key: tuple[str, int] | None) -> FairShareRow | None:
         """The row of node ``key`` if the viewer sees it."""
-        return next((row for row in self.rows if row.key == key), None)
+        index = self.__dict__.get("_by_key")
+        if index is None:
+            index = self.__dict__["_by_key"] = {row.key: row for row in self.rows}
+        return index.get(key)
 
 
 def _whole_keys(visibility, organization_id: int, programs, projects) -> set[tuple[str, int]]:

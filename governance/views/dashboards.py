@@ -35,6 +35,7 @@ from governance.models import Cluster, Organization, Program, Project
 from governance.selectors.fairshare import FairShareRow, fairshare_ranking
 from governance.selectors.health import cluster_health
 from governance.selectors.usage import UsageRow, usage_by_tree_node, usage_timeseries
+from governance.templatetags.govfmt import gpus, pct
 from governance.views.common import visibility_of
 
 DAY = timedelta(days=1)
@@ -49,6 +50,8 @@ PERIODS = [
     ("custom", "Custom"),
 ]
 HISTORY_DAYS = [(7, "7 days"), (14, "14 days"), (30, "30 days")]
+# The project-order card lists the first projects; the table has every position.
+ORDER_SHOWN = 20
 NODE_MODELS = {"organization": Organization, "program": Program, "project": Project}
 
 
@@ -179,11 +182,28 @@ def _ratio_pct(ratio) -> Decimal | None:
 
 @dataclass
 class DeliveryLine:
-    """One row of the owed-vs-delivered table: the selector's row, indented, with links."""
+    """One row of the owed-vs-delivered table: the selector's row, indented, with links.
+
+    The cells are formatted once here (GPU-hours with thousands separators, percents with
+    two decimals): a table of 300 projects renders several times faster than with a
+    template filter per cell.
+    """
 
     row: UsageRow
     level: int
     focus_url: str
+
+    def __post_init__(self) -> None:
+        row = self.row
+        self.entitled = gpus(row.entitled_gpu_hours)
+        self.owed = gpus(row.owed_gpu_hours)
+        self.delivered = gpus(row.charged_gpu_hours)
+        self.burst = gpus(row.burst_gpu_hours)
+        self.unbudgeted = gpus(row.unbudgeted_gpu_hours)
+        self.delivery = pct(self.delivery_pct) if self.delivery_pct is not None else ""
+        self.hourly = pct(self.hourly_delivery_pct) if self.hourly_delivery_pct is not None else ""
+        ratio = self.delivery_pct
+        self.ratio_class = "" if ratio is None or ratio >= 95 else ("mid" if ratio >= 90 else "low")
 
     @property
     def delivery_pct(self) -> Decimal | None:
@@ -284,10 +304,23 @@ def delivery(request: HttpRequest) -> HttpResponse:
 
 @dataclass
 class RankLine:
-    """One row of the fair-share table, with its trend over the history."""
+    """One row of the fair-share table, with its trend over the history (cells formatted)."""
 
     row: FairShareRow
     chart_url: str
+
+    def __post_init__(self) -> None:
+        row = self.row
+        self.share = "" if row.share is None else pct(row.share)
+        self.usage = "" if row.usage_gpu_hours is None else gpus(row.usage_gpu_hours)
+        self.usage_share = "" if row.usage_share is None else pct(row.usage_share)
+        self.metric = "" if row.metric is None else f"{row.metric:,.2f}"
+        self.position = f"#{row.order_position}" if row.order_position else ""
+        self.rank = str(row.sibling_rank) if row.sibling_rank else ""
+        change = self.rank_change
+        self.change = (
+            "" if change is None else ("up" if change > 0 else "down" if change else "same")
+        )
 
     @property
     def rank_then(self) -> int | None:
@@ -342,8 +375,8 @@ def fairshare(request: HttpRequest) -> HttpResponse:
             "children": children,
             "chart": figure_json(fairshare_lines(view.instants, children)),
             "window_days": view.window_seconds / 86400,
-            "order_preview": order[:15],
-            "order_rest": order[15:],
+            "order_preview": order[:ORDER_SHOWN],
+            "order_more": max(0, len(order) - ORDER_SHOWN),
         }
     )
     return render(request, "dashboards/fairshare.html", context)
