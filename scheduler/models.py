@@ -470,3 +470,76 @@ class SchedulingCycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle {self.cluster_id} @ {self.started_at:%H:%M:%S}"
+
+
+class SimulationJobState(models.TextChoices):
+    """Where a browser simulation is (``scheduler.services.simulations`` moves it)."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class SimulationJob(models.Model):
+    """A trace replay asked for on the simulator page, run in the background.
+
+    ``trace_source`` is ``philly`` (the bundled trace, ``scheduler.traces.PHILLY_JOBS``) or
+    ``upload``: then ``trace_csv`` holds the uploaded canonical CSV, already validated and
+    size-limited (kept in the row so any worker can read it; no shared media directory).
+    ``parameters`` holds the cluster shape, budgets mode, policies and the time window;
+    ``result`` the metrics per policy and the figures, once ``done``. Visible to its creator
+    and the org admins of ``organization``.
+    """
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    organization = models.ForeignKey(
+        "governance.Organization", on_delete=models.CASCADE, related_name="+"
+    )
+    cluster = models.ForeignKey(
+        "governance.Cluster",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The cluster whose live budget tree was used (budgets = live).",
+    )
+    trace_source = models.CharField(max_length=20)
+    trace_name = models.CharField(max_length=200, blank=True)
+    trace_csv = models.TextField(blank=True)
+    parameters = models.JSONField(default=dict)
+    state = models.CharField(
+        max_length=20, choices=SimulationJobState.choices, default=SimulationJobState.QUEUED
+    )
+    progress = models.FloatField(default=0.0, help_text="0 … 1: policies replayed / policies.")
+    progress_note = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=SimulationJobState.values), name="simulationjob_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(trace_source__in=("philly", "upload")),
+                name="simulationjob_trace_source_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=1),
+                name="simulationjob_progress_0_1",
+            ),
+        ]
+        indexes = [
+            # The simulator page: a user's latest jobs.
+            models.Index(fields=["created_by", "-created_at"], name="simulationjob_by_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"simulation #{self.pk} ({self.state})"

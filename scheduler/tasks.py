@@ -78,3 +78,13 @@ def nodes_expire_heartbeats() -> int:
 
     _close_broken_connection()
     return len(expire())
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900, acks_late=True)
+def simulation_run(job_id: int) -> str | None:
+    """Run a simulation job from the simulator page (a no-op unless it is still queued)."""
+    from scheduler.services.simulations import simulation_job_run
+
+    _close_broken_connection()
+    job = simulation_job_run(job_id=job_id)
+    return job.state if job else None

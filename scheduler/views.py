@@ -1,9 +1,12 @@
-"""Browser pages of the live scheduler: the nodes of a cluster (with operator actions) and the
-workloads a user may see (state, place in the fair-share order, the engine's reason).
+"""Browser pages of the live scheduler: the nodes of a cluster (with operator actions), the
+workloads a user may see ("My queue": state, place in the fair-share order, the engine's
+reason, minimum-runtime protection, preemptions, estimated start; a submit form) and the
+simulator (managers and org admins replay a trace in the background).
 
 Thin: objects come through the visibility selector (hidden ones are 404s), changes go
 through the services, and the pages refresh themselves every few seconds so a running
-cluster is seen moving (``?live=0`` stops it).
+cluster is seen moving (``?live=0`` stops it). The workload and simulation pages refresh only
+their live part (``static/js/poll.js``), so a half-typed form survives.
 """
 
 from __future__ import annotations
@@ -14,19 +17,24 @@ from datetime import datetime, timedelta
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
+from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
 from scheduler.api.views import may_cancel, nodes_with_usage, visible_workloads
-from scheduler.choices import NodeState, WorkloadState
-from scheduler.models import Node, Run, RunNode, SchedulingCycle
+from scheduler.choices import NodeState, RunEndReason, WorkloadState
+from scheduler.forms import SimulationForm, WorkloadSubmitForm
+from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
+from scheduler.selectors.estimates import CAVEAT, workload_estimates
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
-from scheduler.services.workloads import workload_cancel
+from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
+from scheduler.services.workloads import workload_cancel, workload_submit
 
 REFRESH_SECONDS = 5
+MAX_UPLOAD_READ = MAX_UPLOAD_BYTES + 1
 PAGE_SIZE = 100
 
 # Badge colours of the layout (static/css/app.css), by state.
@@ -165,10 +173,49 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     return redirect("scheduler:nodes")
 
 
-@login_required
-@require_safe
-def workloads(request: HttpRequest) -> HttpResponse:
-    """Workloads of the projects the user sees, newest first; ``?state=`` and ``?mine=1``."""
+def _queue_facts(workloads: list) -> None:
+    """Attach what "My queue" shows beyond the row: badge, estimated start (pending),
+    minimum-runtime protection end (running), and the number of preemptions."""
+    estimates = workload_estimates(workloads=workloads)
+    ids = [w.pk for w in workloads]
+    preempted: dict[int, int] = {}
+    for workload_id in Run.objects.filter(
+        workload_id__in=ids, end_reason__in=(RunEndReason.PREEMPTED, RunEndReason.DRAINED)
+    ).values_list("workload_id", flat=True):
+        preempted[workload_id] = preempted.get(workload_id, 0) + 1
+    open_runs = dict(
+        Run.objects.filter(
+            workload_id__in=ids, ended_at__isnull=True, stop_requested_at__isnull=True
+        ).values_list("workload_id", "started_at")
+    )
+    for w in workloads:
+        w.badge = WORKLOAD_BADGES.get(w.state, "badge-draft")
+        w.preemptions = preempted.get(w.pk, 0)
+        w.estimated_start = estimates.get(w.pk)
+        w.has_estimate = w.pk in estimates
+        started = open_runs.get(w.pk)
+        w.protected_until = (
+            started + timedelta(seconds=w.min_runtime_seconds)
+            if started is not None and w.state == WorkloadState.RUNNING and w.min_runtime_seconds
+            else None
+        )
+
+
+def _submit_form(vis, data=None) -> WorkloadSubmitForm | None:
+    """The submit form, for members and PIs of a project (None for everyone else)."""
+    projects = list(
+        Project.objects.filter(id__in=vis.pi_project_ids | vis.member_project_ids)
+        .select_related("program")
+        .order_by("name")
+    )
+    if not projects:
+        return None
+    org_ids = {p.program.organization_id for p in projects}
+    clusters = list(Cluster.objects.filter(organization_id__in=org_ids).order_by("name"))
+    return WorkloadSubmitForm(data, projects=projects, clusters=clusters)
+
+
+def _workloads_page(request: HttpRequest, form=None, status: int = 200) -> HttpResponse:
     vis = visibility_of(request)
     rows = visible_workloads(vis).select_related("project", "cluster", "submitted_by")
     state = request.GET.get("state", "")
@@ -181,8 +228,8 @@ def workloads(request: HttpRequest) -> HttpResponse:
     for value in visible_workloads(vis).values_list("state", flat=True).iterator():
         counts[value] += 1
     page = list(rows.order_by("-submitted_at", "-id")[:PAGE_SIZE])
+    _queue_facts(page)
     for workload in page:
-        workload.badge = WORKLOAD_BADGES.get(workload.state, "badge-draft")
         workload.can_cancel = workload.state not in (
             WorkloadState.SUCCEEDED,
             WorkloadState.FAILED,
@@ -198,14 +245,68 @@ def workloads(request: HttpRequest) -> HttpResponse:
             "counts": counts,
             "states": WorkloadState.choices,
             "refresh": _live(request),
+            "form": form if form is not None else _submit_form(vis),
+            "caveat": CAVEAT,
+            "any_estimate": any(w.has_estimate for w in page),
         },
+        status=status,
     )
 
 
 @login_required
 @require_safe
+def workloads(request: HttpRequest) -> HttpResponse:
+    """My queue: workloads of the projects the user sees, newest first; ``?state=``,
+    ``?mine=1``. Pending ones carry an estimated start; members get a submit form."""
+    return _workloads_page(request)
+
+
+@login_required
+@require_POST
+def workload_submit_view(request: HttpRequest) -> HttpResponse:
+    """Submit a workload from the page (members and PIs of the project; same rules as the API)."""
+    vis = visibility_of(request)
+    form = _submit_form(vis, request.POST)
+    if form is None:
+        raise PermissionDenied("Only members of a project may submit workloads.")
+    if not form.is_valid():
+        return _workloads_page(request, form=form, status=400)
+    data = form.cleaned_data
+    declared = data["declared_duration_minutes"]
+    try:
+        workload = workload_submit(
+            project=Project.objects.select_related("program").get(pk=data["project"]),
+            cluster=Cluster.objects.get(pk=data["cluster"]),
+            name=data["name"],
+            gpus=data["gpus"],
+            nodes=data["nodes"],
+            min_runtime_seconds=data["min_runtime_minutes"] * 60,
+            resumable=data["resumable"],
+            launch_spec={"command": data["command"]},
+            declared_duration_seconds=declared * 60 if declared else None,
+            submitted_by=request.user,
+        )
+    except ValidationError as exc:
+        fields = {
+            "min_runtime_seconds": "min_runtime_minutes",
+            "declared_duration_seconds": "declared_duration_minutes",
+            "launch_spec": "command",
+        }
+        for field, errors in exc.message_dict.items():
+            name = fields.get(field, field)
+            form.add_error(name if name in form.fields else None, errors)
+        return _workloads_page(request, form=form, status=400)
+    messages.success(
+        request, f"{workload.name} is queued; the next scheduling cycle places it or says why not."
+    )
+    return redirect("scheduler:workload-detail", pk=workload.pk)
+
+
+@login_required
+@require_safe
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One workload: its state, place in the queue, the engine's reason, and its runs."""
+    """One workload: its state, place in the queue, the engine's reason, estimated start,
+    minimum-runtime protection and its runs (with preemptions)."""
     vis = visibility_of(request)
     workload = get_object_or_404(
         visible_workloads(vis)
@@ -217,7 +318,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         pk=pk,
     )
-    workload.badge = WORKLOAD_BADGES.get(workload.state, "badge-draft")
+    _queue_facts([workload])
     can_cancel = workload.state not in (
         WorkloadState.SUCCEEDED,
         WorkloadState.FAILED,
@@ -226,7 +327,12 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "scheduler/workload_detail.html",
-        {"workload": workload, "can_cancel": can_cancel, "refresh": _live(request)},
+        {
+            "workload": workload,
+            "can_cancel": can_cancel,
+            "refresh": _live(request),
+            "caveat": CAVEAT,
+        },
     )
 
 
@@ -241,3 +347,112 @@ def workload_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     workload_cancel(workload=workload, actor=request.user)
     messages.success(request, f"{workload.name} is cancelled.")
     return redirect("scheduler:workload-detail", pk=workload.pk)
+
+
+# --- Simulator ----------------------------------------------------------------------------
+
+
+def _simulating_orgs(vis) -> list[Organization]:
+    """Organizations the user manages in (org admin, or manager of one of its programs)."""
+    org_ids = set(vis.admin_org_ids) | set(
+        Program.objects.filter(id__in=vis.managed_program_ids).values_list(
+            "organization_id", flat=True
+        )
+    )
+    return list(Organization.objects.filter(id__in=org_ids).order_by("name"))
+
+
+def _visible_jobs(request: HttpRequest, vis):
+    """Simulation jobs the user may open: their own, and any of an org they administer."""
+    return SimulationJob.objects.filter(
+        Q(created_by=request.user) | Q(organization_id__in=vis.admin_org_ids)
+    ).select_related("created_by", "cluster")
+
+
+def _simulator_page(request: HttpRequest, vis, orgs, form=None, status=200) -> HttpResponse:
+    clusters = list(Cluster.objects.filter(organization__in=orgs).order_by("name"))
+    return render(
+        request,
+        "scheduler/simulator.html",
+        {
+            "form": form or SimulationForm(clusters=clusters),
+            "jobs": list(_visible_jobs(request, vis)[:10]),
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_safe
+def simulator(request: HttpRequest) -> HttpResponse:
+    """The simulator form and the user's latest simulations (managers and org admins)."""
+    vis = visibility_of(request)
+    orgs = _simulating_orgs(vis)
+    if not orgs:
+        raise PermissionDenied("The simulator is for program managers and org admins.")
+    return _simulator_page(request, vis, orgs)
+
+
+@login_required
+@require_POST
+def simulation_create(request: HttpRequest) -> HttpResponse:
+    """Queue a simulation; bad input (a bad trace row with its line) re-shows the form."""
+    vis = visibility_of(request)
+    orgs = _simulating_orgs(vis)
+    if not orgs:
+        raise PermissionDenied("The simulator is for program managers and org admins.")
+    clusters = list(Cluster.objects.filter(organization__in=orgs).order_by("name"))
+    form = SimulationForm(request.POST, request.FILES, clusters=clusters)
+    if not form.is_valid():
+        return _simulator_page(request, vis, orgs, form=form, status=400)
+    data = form.cleaned_data
+    cluster = next((c for c in clusters if c.pk == data["cluster"]), None)
+    upload = request.FILES.get("trace_file")
+    try:
+        job = simulation_job_create(
+            user=request.user,
+            organization=cluster.organization if cluster else orgs[0],
+            trace_source=data["trace_source"],
+            gpus=data["gpus"],
+            gpus_per_node=data["gpus_per_node"],
+            budgets=data["budgets"],
+            cluster=cluster,
+            policies=data["policies"],
+            start_day=data["start_day"],
+            days=data["days"],
+            # Read at most one byte past the limit: the service refuses it, naming the size.
+            upload=upload.read(MAX_UPLOAD_READ) if upload else None,
+            upload_name=upload.name if upload else "upload.csv",
+        )
+    except ValidationError as exc:
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+        return _simulator_page(request, vis, orgs, form=form, status=400)
+    messages.success(request, "The simulation is queued; this page shows its progress.")
+    return redirect("scheduler:simulation-detail", pk=job.pk)
+
+
+@login_required
+@require_safe
+def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One simulation: progress while it runs; then the comparison, delivery and timeline."""
+    vis = visibility_of(request)
+    job = get_object_or_404(_visible_jobs(request, vis), pk=pk)
+    finished = job.state in (SimulationJobState.DONE, SimulationJobState.FAILED)
+    result = job.result if job.state == SimulationJobState.DONE else None
+    figures = [
+        {**fig, "delivery_id": f"delivery-{i}", "timeline_id": f"timeline-{i}"}
+        for i, fig in enumerate((result or {}).get("figures", []), start=1)
+    ]
+    return render(
+        request,
+        "scheduler/simulation_detail.html",
+        {
+            "job": job,
+            "finished": finished,
+            "refresh": None if finished else 2,
+            "result": result,
+            "figures": figures,
+            "percent": round(100 * job.progress),
+        },
+    )

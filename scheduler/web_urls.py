@@ -13,6 +13,10 @@ urlpatterns = [
     path("nodes/", views.nodes, name="nodes"),
     path("nodes/<int:pk>/<slug:action>/", views.node_action, name="node-action"),
     path("workloads/", views.workloads, name="workloads"),
+    path("workloads/submit/", views.workload_submit_view, name="workload-submit"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:pk>/cancel/", views.workload_cancel_view, name="workload-cancel"),
+    path("simulator/", views.simulator, name="simulator"),
+    path("simulator/run/", views.simulation_create, name="simulation-create"),
+    path("simulator/<int:pk>/", views.simulation_detail, name="simulation-detail"),
 ]

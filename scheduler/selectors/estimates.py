@@ -26,6 +26,7 @@ invalidates them at once.
 from __future__ import annotations
 
 import heapq
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -40,6 +41,8 @@ from scheduler.models import Run, SchedulingCycle, Workload
 # Why private names: the cycle module is the one place the live state is read; importing its
 # readers (instead of copying them) keeps the estimate and production on the same inputs.
 from scheduler.services.cycle import _build_scheduler, _read_state
+
+logger = logging.getLogger(__name__)
 
 ESTIMATE_HORIZON_SECONDS = 7 * 86400.0
 ESTIMATE_MAX_STEPS = 3000
@@ -69,6 +72,7 @@ class ClusterEstimate:
     starts: dict[int, datetime] = field(default_factory=dict)
     steps: int = 0
     truncated: bool = False
+    unavailable: str = ""  # why there is no estimate at all (the engine refused the state)
 
     @property
     def horizon_end(self) -> datetime:
@@ -194,7 +198,11 @@ def cluster_estimate_compute(
 
 
 def cluster_estimate(*, cluster: Cluster, now: datetime | None = None) -> ClusterEstimate:
-    """The cached estimate of ``cluster`` (recomputed after a new cycle or 30 s)."""
+    """The cached estimate of ``cluster`` (recomputed after a new cycle or 30 s).
+
+    Never raises: when the engine refuses the live state (e.g. a cluster without nodes),
+    the estimate is empty and ``unavailable`` says why (the error is logged).
+    """
     latest = (
         SchedulingCycle.objects.filter(cluster=cluster)
         .order_by("-started_at", "-id")
@@ -205,7 +213,16 @@ def cluster_estimate(*, cluster: Cluster, now: datetime | None = None) -> Cluste
     found = cache.get(key)
     if found is not None:
         return found
-    estimate = cluster_estimate_compute(cluster=cluster, now=now)
+    try:
+        estimate = cluster_estimate_compute(cluster=cluster, now=now)
+    except Exception as exc:  # the queue page must stay up whatever the engine says
+        logger.exception("estimate for cluster %s failed", cluster.id)
+        estimate = ClusterEstimate(
+            cluster_id=cluster.id,
+            computed_at=now or timezone.now(),
+            horizon_seconds=0.0,
+            unavailable=f"No estimate: {exc}",
+        )
     cache.set(key, estimate, ESTIMATE_CACHE_SECONDS)
     return estimate
 
@@ -213,12 +230,14 @@ def cluster_estimate(*, cluster: Cluster, now: datetime | None = None) -> Cluste
 def workload_estimates(*, workloads) -> dict[int, datetime | None]:
     """Estimated start per pending workload among ``workloads`` (None: not within the horizon).
 
-    One estimate per cluster involved (cached). Other states are left out.
+    One estimate per cluster involved (cached). Other states, and clusters whose estimate is
+    unavailable, are left out.
     """
     pending = [w for w in workloads if w.state == WorkloadState.PENDING]
     out: dict[int, datetime | None] = {}
     by_cluster: dict[int, Cluster] = {w.cluster_id: w.cluster for w in pending}
     estimates = {cid: cluster_estimate(cluster=c) for cid, c in by_cluster.items()}
     for w in pending:
-        out[w.pk] = estimates[w.cluster_id].starts.get(w.pk)
+        if not estimates[w.cluster_id].unavailable:
+            out[w.pk] = estimates[w.cluster_id].starts.get(w.pk)
     return out

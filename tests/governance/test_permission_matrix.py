@@ -219,6 +219,20 @@ def _request_b(w):
     return {"pk": w.request_b.pk}
 
 
+def _simulation(user, organization):
+    """A finished-or-not simulation job of ``user`` in ``organization`` (no run needed)."""
+    from django.utils import timezone
+
+    from scheduler.models import SimulationJob
+
+    job, _ = SimulationJob.objects.get_or_create(
+        created_by=user,
+        organization=organization,
+        defaults={"trace_source": "philly", "parameters": {}, "created_at": timezone.now()},
+    )
+    return job
+
+
 def _comment(w, persona):
     return {"comment": "Permission matrix."}
 
@@ -503,6 +517,42 @@ DECISIONS: dict[str, Decision] = {
         other=lambda w: {"pk": w.workload_b.pk},
         get_other="405 405 405 405 405 405 login",
         post_other="302 404 404 404 403 404 login",
+    ),
+    # Submitting from "My queue": members and PIs of a project only (the form lists theirs).
+    "scheduler:workload-submit": Decision(
+        get="405 405 405 405 405 405 login",
+        post="403 403 302 302 403 403 login",
+        payload=lambda w, _: {
+            "project": w.p.project_a1.pk,
+            "cluster": w.p.cluster.pk,
+            "name": "matrix",
+            "gpus": 1,
+            "nodes": 1,
+            "min_runtime_minutes": 10,
+            "command": "true",
+        },
+    ),
+    # The simulator: program managers and org admins; jobs seen by their creator and the
+    # org admins of the job's organization (everyone else: it does not exist).
+    "scheduler:simulator": Decision(get="200 200 403 403 403 403 login"),
+    "scheduler:simulation-create": Decision(
+        get="405 405 405 405 405 405 login",
+        post="302 302 403 403 403 403 login",
+        payload=lambda w, _: {
+            "trace_source": "philly",
+            "gpus": 512,
+            "gpus_per_node": 8,
+            "budgets": "proportional",
+            "policies": ["fairshare"],
+            "start_day": 14,
+            "days": 14,
+        },
+    ),
+    "scheduler:simulation-detail": Decision(
+        url=lambda w: {"pk": _simulation(w.p.program_manager, w.p.organization).pk},
+        get="200 200 404 404 404 404 login",
+        other=lambda w: {"pk": _simulation(w.pi_b, w.foreign_organization).pk},
+        get_other="404 404 404 404 404 404 login",
     ),
     "approval-withdraw": Decision(
         url=_request_a,

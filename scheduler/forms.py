@@ -1,0 +1,124 @@
+"""Forms of the scheduler's pages: submit a workload, ask for a simulation.
+
+Thin: they parse what a person typed into the types the services take. The services
+validate the request itself (the same rules as the API) and name the field they refuse.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from django import forms
+
+from scheduler.engine import POLICIES
+from scheduler.services.simulations import MAX_UPLOAD_BYTES, PHILLY_DEFAULTS
+
+POLICY_HELP = {
+    "fairshare": "fair share (budgets, 7-day window)",
+    "quota": "quota",
+    "partition": "fixed partitions",
+    "fifo": "first in, first out",
+}
+
+
+class WorkloadSubmitForm(forms.Form):
+    """A workload as a researcher types it; minutes instead of seconds, a command line."""
+
+    project = forms.TypedChoiceField(coerce=int, choices=())
+    cluster = forms.TypedChoiceField(coerce=int, choices=())
+    name = forms.CharField(max_length=200)
+    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    nodes = forms.IntegerField(
+        min_value=1, initial=1, help_text="More than 1: a gang of whole nodes."
+    )
+    min_runtime_minutes = forms.IntegerField(
+        label="Minimum runtime (minutes)",
+        min_value=0,
+        max_value=480,
+        initial=30,
+        help_text="Protected from preemption this long in each run; 0 = free lane.",
+    )
+    declared_duration_minutes = forms.IntegerField(
+        label="Expected duration (minutes)",
+        min_value=1,
+        required=False,
+        help_text="Optional; used for the estimated start of the work queued behind it.",
+    )
+    resumable = forms.BooleanField(required=False, initial=True, label="Resumable")
+    command = forms.CharField(
+        max_length=2000, help_text="What to run, e.g. <code>python train.py --epochs 3</code>."
+    )
+
+    def __init__(self, *args, projects=(), clusters=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].choices = [(p.pk, str(p)) for p in projects]
+        self.fields["cluster"].choices = [(c.pk, c.name) for c in clusters]
+
+    def clean_command(self) -> list[str]:
+        try:
+            argv = shlex.split(self.cleaned_data["command"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"Cannot read the command line: {exc}.") from exc
+        if not argv:
+            raise forms.ValidationError("Give a command to run.")
+        return argv
+
+
+class SimulationForm(forms.Form):
+    """The simulator page: trace, cluster shape, budgets, policies and the time window."""
+
+    trace_source = forms.ChoiceField(
+        label="Trace",
+        choices=[
+            ("philly", "Bundled Microsoft Philly trace (82,247 jobs, 109 days)"),
+            ("upload", "Upload a CSV in the canonical format"),
+        ],
+        initial="philly",
+        widget=forms.RadioSelect,
+    )
+    trace_file = forms.FileField(
+        required=False,
+        label="Trace file",
+        help_text=(
+            "Header <code>id,submit_time,duration_s,gpus,project,min_runtime_s,resumable</code>; "
+            f"at most {MAX_UPLOAD_BYTES // 1_000_000} MB (plain or gzipped)."
+        ),
+    )
+    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=PHILLY_DEFAULTS["gpus"])
+    gpus_per_node = forms.IntegerField(
+        label="GPUs per node", min_value=1, initial=PHILLY_DEFAULTS["gpus_per_node"]
+    )
+    budgets = forms.ChoiceField(
+        choices=[
+            ("proportional", "Proportional to each team's GPU-hours in the trace"),
+            ("live", "The live budget tree of a cluster (trace teams matched by project slug)"),
+        ],
+        initial="proportional",
+        widget=forms.RadioSelect,
+    )
+    cluster = forms.TypedChoiceField(
+        coerce=int, required=False, choices=(), label="Cluster (for the live tree)"
+    )
+    policies = forms.MultipleChoiceField(
+        choices=[(p, POLICY_HELP.get(p, p)) for p in POLICIES],
+        initial=list(POLICIES),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Each is one replay of the same trace; two weeks of Philly take ~10 s each.",
+    )
+    start_day = forms.FloatField(
+        label="Start (days after the first job)",
+        min_value=0,
+        required=False,
+        initial=PHILLY_DEFAULTS["start_day"],
+    )
+    days = forms.FloatField(
+        label="Length (days of submissions)",
+        min_value=0.01,
+        required=False,
+        initial=PHILLY_DEFAULTS["days"],
+        help_text="Leave both empty for the whole trace: about a minute or more per policy.",
+    )
+
+    def __init__(self, *args, clusters=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].choices = [("", "—")] + [(c.pk, c.name) for c in clusters]

@@ -1,0 +1,95 @@
+"""My queue: estimated start, protection end, preemptions and the submit form, per persona."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.utils import dateformat, timezone
+
+from scheduler.choices import WorkloadState
+from scheduler.models import Node, Run, Workload
+from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.workloads import workload_submit
+from tests.personas import build_personas
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def personas(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    cache.clear()
+    p = build_personas()
+    Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
+    return p
+
+
+def browser(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def submit(p, name, gpus, *, at, duration):
+    return workload_submit(
+        project=p.project_a1, cluster=p.cluster, name=name, gpus=gpus, min_runtime_seconds=3600,
+        launch_spec={"command": ["train"]}, declared_duration_seconds=duration,
+        submitted_by=p.researcher, now=at,
+    )  # fmt: skip
+
+
+def test_pending_workload_shows_its_estimated_start_and_the_caveat(personas):
+    p = personas
+    began = timezone.now() - timedelta(hours=1)
+    big = submit(p, "big", 8, at=began, duration=3 * 3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began)
+    waiting = submit(p, "waiting", 4, at=began + timedelta(minutes=5), duration=3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began + timedelta(minutes=5))
+    run = Run.objects.get(workload=big)
+    # big (8 GPUs, declared 3 h) holds the only node until started + 3 h.
+    expected = timezone.localtime(run.started_at + timedelta(hours=3))
+
+    page = browser(p.researcher).get(f"/workloads/{waiting.pk}/").content.decode()
+    assert f"Expected to start <strong>{dateformat.format(expected, 'D j M, H:i')}</strong>" in page
+    assert "assumes running work ends as declared and no higher-ranked work arrives" in page
+    listing = browser(p.researcher).get("/workloads/").content.decode()
+    assert dateformat.format(expected, "D H:i") in listing
+
+    protected = timezone.localtime(run.started_at + timedelta(hours=1))
+    running = browser(p.researcher).get(f"/workloads/{big.pk}/").content.decode()
+    assert (
+        f"Protected from preemption until <strong>{dateformat.format(protected, 'D j M, H:i')}"
+        in (running)
+    )
+
+
+def test_researcher_submits_through_the_form_and_bad_input_names_the_field(personas):
+    p = personas
+    client = browser(p.researcher)
+    form = {
+        "project": p.project_a1.pk, "cluster": p.cluster.pk, "name": "sweep", "gpus": 12,
+        "nodes": 1, "min_runtime_minutes": 30, "command": "python sweep.py",
+    }  # fmt: skip
+    refused = client.post("/workloads/submit/", form)
+    assert refused.status_code == 400
+    assert "12 GPUs do not fit on one node of 8" in refused.content.decode()
+    assert not Workload.objects.exists()
+
+    accepted = client.post("/workloads/submit/", {**form, "gpus": 2})
+    workload = Workload.objects.get()
+    assert accepted["Location"] == f"/workloads/{workload.pk}/"
+    assert (workload.gpus, workload.min_runtime_seconds, workload.state) == (
+        2, 1800, WorkloadState.PENDING,
+    )  # fmt: skip
+    assert workload.launch_spec == {"command": ["python", "sweep.py"]}
+
+
+def test_finance_has_no_submit_form_and_is_refused(personas):
+    p = personas
+    assert "Submit a workload" not in browser(p.finance).get("/workloads/").content.decode()
+    assert "Submit a workload" in browser(p.researcher).get("/workloads/").content.decode()
+    response = browser(p.finance).post("/workloads/submit/", {"name": "x"})
+    assert response.status_code == 403
