@@ -1,0 +1,108 @@
+"""Benchmark: each manager/PI dashboard page on a year of hourly rollups.
+
+``manage.py generate_usage_history --projects 300 --clusters 2 --days 365 --no-ledger`` runs
+once per session (5.3 M ``UsageHour`` rows; the dashboards read only the rollup, so the
+ledger is left out to save minutes). Each round is one full page render through the Django
+test client — URL routing, session, visibility, selectors, figures, template — signed in as
+the generated org admin, who sees all 300 projects. Target: median <= 300 ms per page.
+Nothing here asserts on time; the responses are checked for content.
+
+Run: ``DATABASE_URL=postgres://… .venv/bin/python -m pytest tests/bench/test_bench_dashboards.py
+--benchmark-only -q``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from governance.models import Cluster, Project
+from scheduler.models import UsageHour
+
+TARGET_SECONDS = 0.3
+PROJECTS, CLUSTERS, DAYS = 300, 2, 365
+
+
+@pytest.fixture(scope="session")
+def history(django_db_setup, django_db_blocker):
+    """A year of hourly usage for 300 projects on 2 clusters, made once per session."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the usage history generator needs PostgreSQL")
+    with django_db_blocker.unblock():
+        call_command(
+            "generate_usage_history",
+            projects=PROJECTS,
+            clusters=CLUSTERS,
+            days=DAYS,
+            seed=20,
+            no_ledger=True,
+            verbosity=0,
+        )
+        admin = get_user_model().objects.get(username="usage-history-20-admin")
+        rows = UsageHour.objects.count()
+    return {"admin": admin, "rows": rows}
+
+
+@pytest.fixture
+def admin_client(history, db) -> Client:
+    client = Client()
+    client.force_login(history["admin"])
+    return client
+
+
+def bench_page(benchmark, client, url: str, query: dict, history: dict, must_contain: str):
+    """Render ``url`` with ``query`` repeatedly; record the target and the data's size."""
+    benchmark.extra_info["target_seconds"] = TARGET_SECONDS
+    benchmark.extra_info["usage_hour_rows"] = history["rows"]
+    benchmark.extra_info["projects"] = Project.objects.count()
+    response = benchmark.pedantic(
+        client.get, args=(url, query), rounds=15, iterations=1, warmup_rounds=2
+    )
+    assert response.status_code == 200
+    assert must_contain in response.content.decode()
+    benchmark.extra_info["page_kb"] = round(len(response.content) / 1024, 1)
+    return response
+
+
+@pytest.mark.django_db
+def test_bench_owed_vs_delivered_last_7_days(benchmark, admin_client, history):
+    response = bench_page(
+        benchmark, admin_client, reverse("dashboards:delivery"), {}, history, "Owed vs delivered"
+    )
+    assert len(response.context["lines"]) == 1 + 15 + PROJECTS
+
+
+@pytest.mark.django_db
+def test_bench_owed_vs_delivered_last_month_one_program(benchmark, admin_client, history):
+    program = Project.objects.order_by("id").first().program
+    query = {"period": "last_month", "node": f"program-{program.pk}"}
+    response = bench_page(
+        benchmark, admin_client, reverse("dashboards:delivery"), query, history, program.name
+    )
+    assert len(response.context["teams"]) == 20
+
+
+@pytest.mark.django_db
+def test_bench_fairshare_ranking_14_days(benchmark, admin_client, history):
+    response = bench_page(
+        benchmark, admin_client, reverse("dashboards:fairshare"), {}, history, "Usage ÷ share"
+    )
+    assert len(response.context["view"].project_order) == PROJECTS
+
+
+@pytest.mark.django_db
+def test_bench_cluster_health_last_30_days(benchmark, admin_client, history):
+    cluster = Cluster.objects.order_by("name").first()
+    response = bench_page(
+        benchmark,
+        admin_client,
+        reverse("dashboards:health"),
+        {"cluster": cluster.pk},
+        history,
+        "The pyramid per day",
+    )
+    assert len(response.context["report"].days) == 30
