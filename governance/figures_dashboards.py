@@ -250,8 +250,10 @@ def nodes_by_state_bar(counts: Sequence) -> go.Figure:
             for c in shown
         ]
     )
-    _layout(figure, barmode="stack", height=150, hovermode="closest")
-    figure.update_layout(margin={"t": 36, "l": 8, "r": 16, "b": 8})
+    # No legend: the table of states under the bar uses the same colours (a legend would
+    # crowd the strip on a phone).
+    _layout(figure, barmode="stack", height=110, hovermode="closest", showlegend=False)
+    figure.update_layout(margin={"t": 8, "l": 8, "r": 16, "b": 8})
     figure.update_xaxes(title_text=None, tickformat=",d")
     figure.update_yaxes(showticklabels=False, rangemode=None)
     return figure

@@ -25,7 +25,15 @@ from playwright.sync_api import expect
 from governance.models import Allocation, Cluster, Program, Project
 from governance.selectors.tree import ShareRow, pick_shares
 from scheduler.choices import NodeState, RunEndReason, RunLane, WorkloadState
-from scheduler.models import Node, Run, RunNode, SchedulingCycle, UsageHour, Workload
+from scheduler.models import (
+    AccountingCursor,
+    Node,
+    Run,
+    RunNode,
+    SchedulingCycle,
+    UsageHour,
+    Workload,
+)
 from tests.browser.conftest import sign_in, sign_out
 from tests.browser.test_screenshots import shoot as shoot_and_check
 
@@ -153,6 +161,7 @@ def build_usage(cluster: Cluster, admin) -> None:
             ended_at=drain_done + timedelta(minutes=minutes + 1),
             end_reason=RunEndReason.DRAINED,
         )
+    AccountingCursor.objects.create(cluster=cluster, accounted_until=this_hour)
     SchedulingCycle.objects.create(
         cluster=cluster,
         started_at=drain_done + timedelta(hours=3),

@@ -155,6 +155,7 @@ def test_nodes_by_state_leaves_out_empty_states():
     ]
     assert [trace.x[0] for trace in figure.data] == [240, 8, 8]
     assert figure.layout.barmode == "stack"
+    assert figure.layout.showlegend is False  # the table of states below is the legend
     assert figure.data[1].marker.color == "#d08a2e"
 
 
