@@ -84,7 +84,7 @@ class SimulationForm(forms.Form):
             f"at most {MAX_UPLOAD_BYTES // 1_000_000} MB (plain or gzipped)."
         ),
     )
-    gpus = forms.IntegerField(label="GPUs", min_value=1, initial=PHILLY_DEFAULTS["gpus"])
+    gpus = forms.IntegerField(label="Cluster GPUs", min_value=1, initial=PHILLY_DEFAULTS["gpus"])
     gpus_per_node = forms.IntegerField(
         label="GPUs per node", min_value=1, initial=PHILLY_DEFAULTS["gpus_per_node"]
     )
@@ -100,10 +100,11 @@ class SimulationForm(forms.Form):
         coerce=int, required=False, choices=(), label="Cluster (for the live tree)"
     )
     policies = forms.MultipleChoiceField(
+        label="Policies to compare",
         choices=[(p, POLICY_HELP.get(p, p)) for p in POLICIES],
         initial=list(POLICIES),
         widget=forms.CheckboxSelectMultiple,
-        help_text="Each is one replay of the same trace; two weeks of Philly take ~10 s each.",
+        help_text="Each is one replay of the same trace; two weeks of Philly take 10 to 30 s each.",
     )
     start_day = forms.FloatField(
         label="Start (days after the first job)",

@@ -46,9 +46,10 @@ def test_researcher_submits_and_sees_the_reason_and_estimate(page, live_server, 
     workload.refresh_from_db()
     assert workload.engine_reason  # the engine said why it waits
 
+    said = workload.engine_reason[:1].upper() + workload.engine_reason[1:]
     # The queue card refreshes in place (poll.js) and shows the engine's own words.
     reason = page.get_by_test_id("reason")
-    expect(reason).to_contain_text(workload.engine_reason, timeout=20_000)
+    expect(reason).to_contain_text(said, timeout=20_000)
     expect(reason).to_contain_text(f"Position {workload.queue_position}")
     expect(page.get_by_test_id("estimate")).to_contain_text("Expected to start")
     expect(page.get_by_text("assumes running work ends as declared")).to_be_visible()
@@ -57,5 +58,5 @@ def test_researcher_submits_and_sees_the_reason_and_estimate(page, live_server, 
     page.get_by_role("link", name="My queue").click()
     row = page.get_by_test_id(f"workload-{workload.pk}")
     expect(row.get_by_test_id("state")).to_have_text("Pending")
-    expect(row.get_by_test_id("reason")).to_have_text(workload.engine_reason)
+    expect(row.get_by_test_id("reason")).to_have_text(said)
     expect(row.get_by_test_id("estimate")).to_contain_text("≈")

@@ -544,7 +544,7 @@ DECISIONS: dict[str, Decision] = {
             "gpus_per_node": 8,
             "budgets": "proportional",
             "policies": ["fairshare"],
-            "start_day": 14,
+            "start_day": 20,
             "days": 14,
         },
     ),

@@ -53,7 +53,9 @@ def test_pending_workload_shows_its_estimated_start_and_the_caveat(personas):
     expected = timezone.localtime(run.started_at + timedelta(hours=3))
 
     page = browser(p.researcher).get(f"/workloads/{waiting.pk}/").content.decode()
-    assert f"Expected to start <strong>{dateformat.format(expected, 'D j M, H:i')}</strong>" in page
+    assert (
+        f"Expected to start <strong>{dateformat.format(expected, 'D j M, H:i T')}</strong>" in page
+    )
     assert "assumes running work ends as declared and no higher-ranked work arrives" in page
     listing = browser(p.researcher).get("/workloads/").content.decode()
     assert dateformat.format(expected, "D H:i") in listing
