@@ -22,6 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from governance.figures import figure_json
 from governance.figures_dashboards import (
@@ -235,6 +236,7 @@ def _parse_node(value: str) -> tuple[str, int] | None:
 
 
 @login_required
+@require_safe
 def delivery(request: HttpRequest) -> HttpResponse:
     """Owed vs delivered: every node the user wholly sees, a bar per team, a time series."""
     vis = visibility_of(request)
@@ -341,6 +343,7 @@ class RankLine:
 
 
 @login_required
+@require_safe
 def fairshare(request: HttpRequest) -> HttpResponse:
     """Why the queue is ordered this way: the engine's Fair Tree ranking, now and per day."""
     vis = visibility_of(request)
@@ -383,6 +386,7 @@ def fairshare(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def health(request: HttpRequest) -> HttpResponse:
     """Cluster health: availability, occupancy and impact per day; nodes and drains now."""
     vis = visibility_of(request)
@@ -423,6 +427,7 @@ def health(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def index(request: HttpRequest) -> HttpResponse:
     """``/dashboards/``: the owed-vs-delivered page."""
     return redirect("dashboards:delivery")

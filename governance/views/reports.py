@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
+from django.views.decorators.http import require_safe
 
 from governance.reports.columns import report_filename
 from governance.reports.csv_writer import report_csv
@@ -52,6 +53,7 @@ def _report(request: HttpRequest):
 
 
 @login_required
+@require_safe
 def usage(request: HttpRequest) -> HttpResponse:
     """The report as a table: period (month or range), level and cluster pickers, downloads."""
     report, query, errors = _report(request)
@@ -82,12 +84,14 @@ def _download(request: HttpRequest, extension: str) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The same report as a CSV file."""
     return _download(request, "csv")
 
 
 @login_required
+@require_safe
 def usage_xlsx(request: HttpRequest) -> HttpResponse:
     """The same report as an XLSX workbook (number formats, a totals row)."""
     return _download(request, "xlsx")

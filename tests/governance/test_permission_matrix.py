@@ -251,6 +251,7 @@ PAGE_ANOTHER_ORG = "404 404 404 404 404 404 login"
 DECISIONS: dict[str, Decision] = {
     # --- API ---------------------------------------------------------------------------
     "api:api-root": Decision(get=ALL_SIGNED_IN),
+    "api:report-usage": Decision(get="200 403 403 403 200 403 403"),
     "api:token": Decision(
         get="405 405 405 405 405 405 405",
         post="200 200 200 200 200 200 400",  # own username + password; anonymous sends none
@@ -489,6 +490,16 @@ DECISIONS: dict[str, Decision] = {
         get_other="405 405 405 405 405 405 login",
         post_other="302 404 404 404 403 404 login",
     ),
+    # --- Dashboards: every signed-in user; each sees only their part of the tree (the outsider
+    # gets an explained empty page).
+    "dashboards:index": Decision(get="302 302 302 302 302 302 login"),
+    "dashboards:delivery": Decision(get=PAGE_ALL_SIGNED_IN),
+    "dashboards:fairshare": Decision(get=PAGE_ALL_SIGNED_IN),
+    "dashboards:health": Decision(get=PAGE_ALL_SIGNED_IN),
+    # --- Finance usage report: finance and org admins read; nobody writes.
+    "reports:usage": Decision(get="200 403 403 403 200 403 login"),
+    "reports:usage-csv": Decision(get="200 403 403 403 200 403 login"),
+    "reports:usage-xlsx": Decision(get="200 403 403 403 200 403 login"),
     # --- Live scheduler pages -----------------------------------------------------------
     # Everyone signed in may open the lists; they show only what the visibility selector allows
     # (the outsider gets an empty page).
