@@ -157,18 +157,24 @@ class BudgetTree:
     def ranks_ahead_after(
         self,
         ranking: Ranking,
-        extra: Mapping[int | str, float],
+        running: Mapping[int | str, float],
         preemptor: str,
-        delta: float,
+        gpus: int,
+        horizon: float,
         victim: str,
+        victim_gpus: int,
     ) -> bool:
-        """Would ``preemptor``'s team still rank ahead of ``victim``'s after adding ``delta``?
+        """Would ``preemptor``'s team still rank ahead of ``victim``'s once the swap has run?
 
-        This is the no-oscillation rule (Kueue's final-share test): compare the two teams at
-        the level where their paths in the tree diverge, with ``delta`` (the preemptor's
-        GPUs x minimum runtime) and this cycle's ``extra`` usage (keyed by tree-node index
-        for budgeted nodes, by project for unbudgeted ones) added. Ties go to the lower name,
-        as in the ranking.
+        The no-oscillation rule (Kueue's final-share test, over windowed usage). Both teams
+        are compared where their paths in the tree diverge, each projected ``horizon``
+        seconds ahead (the preemptor's minimum runtime, during which it cannot be undone):
+        usage + running GPUs x horizon, with the preemptor's team running ``gpus`` more and
+        the victim's team ``victim_gpus`` fewer. ``running`` holds charged running GPUs per
+        tree-node index (budgeted) or per project (unbudgeted). If the preemptor still ranks
+        ahead then, the victim's team cannot win the GPUs straight back: its own attempt
+        adds to its side and takes from the other, so the inequality cannot flip without
+        time passing. Ties go to the lower name, as in the ranking.
         """
         path_p = self.path.get(preemptor)
         path_v = self.path.get(victim)
@@ -177,8 +183,10 @@ class BudgetTree:
         if path_p is None and path_v is not None:
             return False
         if path_p is None or path_v is None:
-            up = ranking.project_usage.get(preemptor, 0.0) + extra.get(preemptor, 0.0) + delta
-            uv = ranking.project_usage.get(victim, 0.0) + extra.get(victim, 0.0)
+            up = ranking.project_usage.get(preemptor, 0.0)
+            uv = ranking.project_usage.get(victim, 0.0)
+            up += (running.get(preemptor, 0.0) + gpus) * horizon
+            uv += (running.get(victim, 0.0) - victim_gpus) * horizon
             return up < uv or (up == uv and preemptor < victim)
         level = 0
         while level < len(path_p) and level < len(path_v) and path_p[level] == path_v[level]:
@@ -187,15 +195,17 @@ class BudgetTree:
             return False  # same project: the within-project rule applies, not this one
         a, b = path_p[level], path_v[level]
         nodes = self.nodes
-        ra = (ranking.usage[a] + extra.get(a, 0.0) + delta) / nodes[a].share
-        rb = (ranking.usage[b] + extra.get(b, 0.0)) / nodes[b].share
+        ua = ranking.usage[a] + (running.get(a, 0.0) + gpus) * horizon
+        ub = ranking.usage[b] + (running.get(b, 0.0) - victim_gpus) * horizon
+        ra = ua / nodes[a].share
+        rb = ub / nodes[b].share
         return ra < rb or (ra == rb and nodes[a].name < nodes[b].name)
 
-    def add_extra(self, extra: dict[int | str, float], project: str, amount: float) -> None:
-        """Add ``amount`` of in-cycle usage to ``project`` and all its ancestors."""
+    def add_running(self, running: dict[int | str, float], project: str, gpus: float) -> None:
+        """Add ``gpus`` charged running GPUs to ``project`` and all its ancestors."""
         path = self.path.get(project)
         if path is None:
-            extra[project] = extra.get(project, 0.0) + amount
+            running[project] = running.get(project, 0.0) + gpus
             return
         for index in path:
-            extra[index] = extra.get(index, 0.0) + amount
+            running[index] = running.get(index, 0.0) + gpus

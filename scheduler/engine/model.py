@@ -91,6 +91,9 @@ class PolicyParams:
     - ``max_min_runtime``: minimum runtimes above this are capped to it.
     - ``max_reserved_fraction``: at most this fraction of healthy nodes may be held by
       reservations at once, so reservations cannot idle the cluster.
+    - ``max_preemptions_per_cycle``: evictions one cycle may order. Rebalancing after a big
+      shift (a budget change, an idle team coming back) then happens over a few cycles
+      instead of in one burst, which bounds both churn and the cost of a cycle.
     - ``preemption_recheck``: a preemption search that found nothing is not repeated for the
       same project and shape until something it depends on changed or this many seconds
       passed (bounds the cost of a cycle where nothing can change).
@@ -102,6 +105,7 @@ class PolicyParams:
     restart_overhead: float = 300.0
     max_min_runtime: float = 8 * 3600.0
     max_reserved_fraction: float = 0.5
+    max_preemptions_per_cycle: int = 32
     preemption_recheck: float = 300.0
 
 

@@ -75,6 +75,7 @@ class Capacity:
         # empty: positions of schedulable nodes with nothing running (gang candidates).
         self.empty: list[int] = []
         self.free_total = 0  # free GPUs on schedulable nodes
+        self._healthy: int | None = None
         for rec in self.nodes:
             self.refresh(rec)
 
@@ -160,8 +161,14 @@ class Capacity:
         return None
 
     def healthy_gpus(self) -> int:
-        """GPUs on healthy nodes (what entitlement is computed from)."""
-        return sum(n.gpus for n in self.nodes if n.state == NodeState.HEALTHY)
+        """GPUs on healthy nodes (what entitlement is computed from); cached per state change."""
+        if self._healthy is None:
+            self._healthy = sum(n.gpus for n in self.nodes if n.state == NodeState.HEALTHY)
+        return self._healthy
+
+    def state_changed(self) -> None:
+        """Forget cached health totals (a node changed state)."""
+        self._healthy = None
 
     def healthy_nodes(self) -> int:
         """How many nodes are healthy."""

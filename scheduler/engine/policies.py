@@ -9,8 +9,9 @@ work so later decisions in the same cycle see earlier ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.engine.model import Workload
@@ -25,7 +26,8 @@ _LEVEL_WORDS = ("organization", "program", "group")
 class CycleInputs:
     """What a policy may look at when a cycle begins.
 
-    ``projects`` are the projects with pending or running work, sorted. ``allocated`` is
+    ``projects`` are the projects with pending or running work, sorted (and the same as a
+    set in ``allocated_or_pending``). ``allocated`` is
     GPUs held per project (all lanes); ``charged_allocated`` counts charged work only.
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
     """
@@ -33,12 +35,12 @@ class CycleInputs:
     tree: BudgetTree
     usage: Mapping[str, float]
     projects: list[str]
+    allocated_or_pending: set[str]
     allocated: dict[str, int]
     charged_allocated: dict[str, int]
     evictable: dict[str, int]
     healthy_gpus: int
     now: float
-    extra_usage: dict[int | str, float] = field(default_factory=dict)
 
 
 class PolicyView:
@@ -55,9 +57,25 @@ class PolicyView:
         """Why the policy refuses ``job`` now regardless of free GPUs, or None."""
         return None
 
-    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
-        """Which of ``candidates`` (projects with evictable work) ``job`` may preempt."""
-        return []
+    def may_reclaim(self, job: Job) -> bool:
+        """May ``job`` preempt other projects' work at all (cheap gate before any search)?"""
+        return False
+
+    def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
+        """May ``job`` preempt ``victim_gpus`` of another ``project``'s work past its minimum?
+
+        Only asked when ``may_reclaim(job)`` is true.
+        """
+        return False
+
+    def signature(self, job: Job) -> object:
+        """What ``job``'s victim eligibility depends on, beyond the nodes themselves.
+
+        A failed preemption search is not repeated while this value stays the same and no
+        node changed (see ``Scheduler``); it must change whenever the policy could start
+        allowing ``job`` to preempt someone it could not before.
+        """
+        return None
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         """May ``job`` preempt ``victim`` of its own project (victim past minimum runtime)?"""
@@ -114,8 +132,21 @@ class _FairShareView(PolicyView):
         self.inputs = inputs
         self.tree = inputs.tree
         self.ranking = ranking
-        self.extra = inputs.extra_usage
         self.groups = ranking.order
+        self.alloc = dict(inputs.charged_allocated)
+        self.entitled = {
+            p: math.ceil(share * inputs.healthy_gpus - 1e-9)
+            for p, share in inputs.tree.effective_share.items()
+        }
+        self.borrowers_set = frozenset(
+            p for p, gpus in self.alloc.items() if gpus > self.entitled.get(p, 0)
+        )
+        # Charged running GPUs per tree node (budgeted) or project (unbudgeted), kept up to
+        # date through the cycle: the no-oscillation rule projects them forward.
+        self.running: dict[int | str, float] = {}
+        for project, gpus in sorted(inputs.charged_allocated.items()):
+            if gpus:
+                self.tree.add_running(self.running, project, gpus)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
         # included), so a walk at rank i may still find someone to preempt.
         order = ranking.order
@@ -140,17 +171,30 @@ class _FairShareView(PolicyView):
         position = ranking.sibling_rank[leaf] + 1
         return f"project {state} (rank {position} of {siblings} in {word} {parent.name})"
 
-    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
-        tree, ranking, extra = self.tree, self.ranking, self.extra
-        delta = job.delta
-        return [
-            v
-            for v in candidates
-            if v != job.project and tree.ranks_ahead_after(ranking, extra, job.project, delta, v)
-        ]
+    def may_reclaim(self, job: Job) -> bool:
+        # Cross-team preemption only brings a project up to its entitlement (what it is owed
+        # this hour); catching up on older usage beyond that goes through the order in
+        # which free GPUs are handed out, not through evictions. Evicting past entitlement
+        # is what made the reference implementation churn.
+        entitled = self.entitled.get(job.project, 0)
+        return self.alloc.get(job.project, 0) + job.gpus <= entitled
+
+    def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
+        # The victim's project must be running beyond its own entitlement (borrowing) and
+        # rank after the preemptor's, still after the swap has run (no oscillation).
+        if project == job.project:
+            return False
+        if self.alloc.get(project, 0) <= self.entitled.get(project, 0):
+            return False
+        return self.tree.ranks_ahead_after(
+            self.ranking, self.running, job.project, job.gpus, job.mr, project, victim_gpus
+        )
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
-        return victim.key > job.key
+        # Only a strictly better class (higher priority, or same priority and a shorter
+        # minimum runtime: a debug job) evicts its own project's work; swapping two runs of
+        # the same class would only lose work.
+        return (-job.w.priority, job.mr) < (-victim.w.priority, victim.mr)
 
     def victims_possible(self, group: str) -> bool:
         return self._suffix[self.ranking.rank.get(group, len(self._suffix) - 1)]
@@ -163,13 +207,33 @@ class _FairShareView(PolicyView):
         if not self.tree.is_budgeted(victim.project):
             return f"project {victim.project} has no budget share"
         return (
-            f"project {job.project} ranks ahead of {victim.project} in fair share "
-            f"even after this start is charged"
+            f"project {job.project} ranks ahead of {victim.project} in fair share and would "
+            f"still rank ahead once this start has run its minimum runtime"
         )
+
+    def signature(self, job: Job) -> object:
+        # Usage drift between cycles moves the final-share margins only slowly; it is
+        # covered by PolicyParams.preemption_recheck rather than by the signature.
+        return (self.may_reclaim(job), self.borrowers_set)
+
+    def still_blocked(self, old: object, new: object) -> bool:
+        # Victims can only have appeared if the job may now reclaim where it could not,
+        # or a project started borrowing.
+        old_reclaim, old_borrowers = old  # type: ignore[misc]
+        new_reclaim, new_borrowers = new  # type: ignore[misc]
+        if new_reclaim and not old_reclaim:
+            return False
+        return not new_reclaim or new_borrowers <= old_borrowers
 
     def started(self, job: Job) -> None:
         if job.charged:
-            self.tree.add_extra(self.extra, job.project, job.delta)
+            self.tree.add_running(self.running, job.project, job.gpus)
+            self.alloc[job.project] = self.alloc.get(job.project, 0) + job.gpus
+
+    def evicted(self, job: Job) -> None:
+        if job.charged:
+            self.tree.add_running(self.running, job.project, -job.gpus)
+            self.alloc[job.project] = self.alloc.get(job.project, 0) - job.gpus
 
 
 class FairShare(Policy):
@@ -195,6 +259,7 @@ class _QuotaView(PolicyView):
         self.alloc = dict(inputs.charged_allocated)
         self.evictable = inputs.evictable
         self.groups = self._order(inputs.projects)
+        self._borrowers = tuple(p for p in sorted(self.alloc) if self._borrowing(p))
 
     def _order(self, projects: list[str]) -> list[str]:
         deserved, alloc = self.deserved, self.alloc
@@ -218,14 +283,21 @@ class _QuotaView(PolicyView):
     def _borrowing(self, project: str) -> bool:
         return self.alloc.get(project, 0) > self.deserved.get(project, 0.0) + 1e-9
 
-    def cross_victim_projects(self, job: Job, candidates: list[str]) -> list[str]:
+    def _within_after(self, job: Job) -> bool:
+        own = self.alloc.get(job.project, 0) + job.gpus
+        return own <= self.deserved.get(job.project, 0.0) + 1e-9
+
+    def may_reclaim(self, job: Job) -> bool:
         # Reclaim: only a project that stays within its deserved quota after this start may
         # evict, and only from projects that borrow beyond theirs. Neither side can then
         # reclaim back, so two projects cannot ping-pong.
-        own = self.alloc.get(job.project, 0) + job.gpus
-        if own > self.deserved.get(job.project, 0.0) + 1e-9:
-            return []
-        return [v for v in candidates if v != job.project and self._borrowing(v)]
+        return self._within_after(job)
+
+    def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
+        return project != job.project and self._borrowing(project)
+
+    def signature(self, job: Job) -> object:
+        return (self._within_after(job), self._borrowers)
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         return victim.w.priority < job.w.priority

@@ -4,16 +4,22 @@
 GPUs evicted, then fewest workloads, then the fullest node (consolidation), then node name.
 Only what lets the preemptor start is evicted: one node's worth for a single-node job, whole
 nodes for a gang.
+
+The searches take an ``eligible(victim)`` predicate (the policy's rules, memoised per
+search) and a ``lost(victim)`` function, so the policy stays out of this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 
 from scheduler.engine.model import NodeState
 from scheduler.engine.placement import Capacity, NodeRec
 from scheduler.engine.records import Job
+
+Eligible = Callable[[Job], bool]
+Lost = Callable[[Job], float]
 
 
 @dataclass(slots=True)
@@ -23,6 +29,14 @@ class VictimChoice:
     nodes: list[NodeRec]
     victims: list[Job]
     lost: float
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """A choice, or None; ``reserved_would_do`` says a reserved node could have served."""
+
+    choice: VictimChoice | None
+    reserved_would_do: bool = False
 
 
 def _cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
@@ -36,6 +50,9 @@ def _cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
         return (0.0, 0, 0, ()), ()
     if sum(i[1] for i in items) < need:
         return None
+    if len(items) == 1:
+        item = items[0]
+        return (item[0], item[1], 1, (item[2],)), (item,)
     states: dict[int, tuple[tuple, tuple]] = {0: ((0.0, 0, 0, ()), ())}
     for item in sorted(items, key=lambda i: i[2]):
         lost, gpus, wid, _ = item
@@ -50,89 +67,147 @@ def _cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
     return states.get(need)
 
 
-def choose_victims(
+def node_option(
+    job: Job, rec: NodeRec, run: dict[str, Job], eligible: Eligible, lost: Lost
+) -> tuple[tuple, list[Job]] | None:
+    """The cheapest way to fit single-node ``job`` on ``rec`` by evicting, or None.
+
+    Returns ((lost, GPUs evicted, count, leftover GPUs, node position), victims).
+    """
+    if rec.state != NodeState.HEALTHY or rec.gpus < job.gpus:
+        return None
+    if rec.exclusive is not None:
+        owner = run.get(rec.exclusive)
+        if owner is None or not eligible(owner):
+            return None
+        leftover = rec.free + rec.running[owner.id] - job.gpus
+        return (lost(owner), owner.gpus, 1, leftover, rec.idx), [owner]
+    need = job.gpus - rec.free
+    items = []
+    for wid, gpus in rec.running.items():
+        victim = run[wid]
+        if eligible(victim):
+            items.append((lost(victim), gpus, wid, victim))
+    if not items:
+        return None
+    found = _cover(items, need)
+    if found is None:
+        return None
+    cost, subset = found
+    leftover = rec.free + cost[1] - job.gpus
+    return (cost[0], cost[1], cost[2], leftover, rec.idx), [i[3] for i in subset]
+
+
+def single_node_search(
     job: Job,
-    candidates: Mapping[str, Job],
-    lost: Mapping[str, float],
+    pool: Iterable[tuple[float, str, Job]],
+    run: dict[str, Job],
     capacity: Capacity,
     reserved: Container[int],
-) -> VictimChoice | None:
-    """The cheapest way to start ``job`` by evicting some of ``candidates``, or None.
+    eligible: Eligible,
+    lost: Lost,
+    only: Iterable[int] | None = None,
+) -> SearchResult:
+    """Best node for a single-node ``job`` after evictions.
 
-    ``candidates`` are the running workloads the policy lets ``job`` preempt; ``lost`` gives
-    each one's lost GPU-seconds. Reserved and unhealthy nodes are never landed on.
+    ``pool`` lists every potentially preemptible running workload as (lost per GPU, id,
+    job), cheapest first. A node is first examined at its cheapest eligible victim, and any
+    node needs at least ``need_min`` GPUs freed, so an unexamined node costs at least
+    ``need_min`` x the current victim's lost-per-GPU: once that exceeds the best option
+    found, the search stops. ``only`` restricts the search to those node positions (those
+    that changed since the job last failed: the others cannot have become feasible).
     """
-    by_node: dict[str, list[Job]] = {}
-    for victim in candidates.values():
-        for name in victim.placement:
-            by_node.setdefault(name, []).append(victim)
-    if job.nodes == 1:
-        return _single(job, by_node, lost, capacity, reserved)
-    return _gang(job, by_node, lost, capacity, reserved)
+    best: tuple[tuple, NodeRec, list[Job]] | None = None
+    reserved_would_do = False
+    nodes = capacity.nodes
+    need_min = max(1, job.gpus - capacity.largest_free(()))
 
+    def consider(rec: NodeRec) -> None:
+        nonlocal best, reserved_would_do
+        option = node_option(job, rec, run, eligible, lost)
+        if option is None:
+            return
+        if rec.idx in reserved:
+            reserved_would_do = True
+            return
+        if best is None or option[0] < best[0]:
+            best = (option[0], rec, option[1])
 
-def _usable(rec: NodeRec, reserved: Container[int]) -> bool:
-    # A gang's node is not "schedulable" but may be landed on once the gang is evicted.
-    return rec.state == NodeState.HEALTHY and rec.idx not in reserved
-
-
-def _single(job, by_node, lost, capacity, reserved) -> VictimChoice | None:
-    best = None
-    for name, victims in by_node.items():
-        rec = capacity.by_name[name]
-        if rec.gpus < job.gpus or not _usable(rec, reserved):
-            continue
-        if rec.exclusive is not None:
-            owner = next((v for v in victims if v.id == rec.exclusive), None)
-            if owner is None:
+    if only is not None:
+        for idx in sorted(set(only)):
+            consider(nodes[idx])
+    else:
+        seen: set[int] = set()
+        for per_gpu, _, victim in pool:
+            if best is not None and per_gpu * need_min > best[0][0]:
+                break
+            if not victim.running or not eligible(victim):
                 continue
-            subset = ((lost[owner.id], owner.gpus, owner.id, owner),)
-            freed = rec.running[owner.id]
-            cost = (lost[owner.id], owner.gpus, 1, (owner.id,))
-            leftover = rec.free + freed - job.gpus
-        else:
-            need = job.gpus - rec.free
-            items = [(lost[v.id], v.placement[name], v.id, v) for v in victims]
-            found = _cover(items, need)
-            if found is None:
-                continue
-            cost, subset = found
-            # A gang victim frees all its GPUs, not only those here: count them all.
-            cost = (cost[0], sum(i[3].gpus for i in subset), cost[2], cost[3])
-            leftover = rec.free + sum(i[1] for i in subset) - job.gpus
-        key = (cost[0], cost[1], cost[2], leftover, rec.idx)
-        if best is None or key < best[0]:
-            best = (key, rec, [i[3] for i in subset])
+            for name in victim.placement:
+                rec = capacity.by_name[name]
+                if rec.idx not in seen:
+                    seen.add(rec.idx)
+                    consider(rec)
     if best is None:
-        return None
+        return SearchResult(None, reserved_would_do)
     key, rec, victims = best
-    return VictimChoice([rec], sorted(victims, key=lambda v: v.id), key[0])
+    return SearchResult(
+        VictimChoice([rec], sorted(victims, key=lambda v: v.id), key[0]), reserved_would_do
+    )
 
 
-def _gang(job, by_node, lost, capacity, reserved) -> VictimChoice | None:
+def gang_search(
+    job: Job,
+    pool: Iterable[tuple[float, str, Job]],
+    run: dict[str, Job],
+    capacity: Capacity,
+    reserved: Container[int],
+    eligible: Eligible,
+    lost: Lost,
+) -> SearchResult:
+    """Cheapest ``job.nodes`` whole nodes for a gang: empty ones first, then clearable ones.
+
+    A node is clearable when every workload on it is eligible. A gang victim spread over k
+    nodes frees all of them, so each of its nodes is charged 1/k of its lost work when
+    ranking nodes.
+    """
     per_node = job.per_node
     options: list[tuple[float, int, int, NodeRec, list[Job]]] = []
     for rec in capacity.whole_nodes(job.nodes, per_node, reserved):
         options.append((0.0, 0, rec.idx, rec, []))
+    reserved_would_do = False
     if len(options) < job.nodes:
-        for name, victims in by_node.items():
-            rec = capacity.by_name[name]
-            if rec.gpus < per_node or not _usable(rec, reserved):
+        seen: set[int] = set()
+        for _, _, victim in pool:
+            if not victim.running or not eligible(victim):
                 continue
-            ids = {v.id for v in victims}
-            if any(wid not in ids for wid in rec.running):
-                continue  # someone here may not be evicted: the node cannot be had whole
-            # A gang victim spread over k nodes frees all of them: charge each node 1/k.
-            cost = sum(lost[v.id] / v.nodes for v in victims)
-            gpus = sum(rec.running.values())
-            options.append((cost, gpus, rec.idx, rec, victims))
+            for name in victim.placement:
+                rec = capacity.by_name[name]
+                if rec.idx in seen:
+                    continue
+                seen.add(rec.idx)
+                if rec.state != NodeState.HEALTHY or rec.gpus < per_node:
+                    continue
+                victims = [run[w] for w in rec.running]
+                if not all(eligible(v) for v in victims):
+                    continue
+                if rec.idx in reserved:
+                    reserved_would_do = True
+                    continue
+                cost = sum(lost(v) / v.nodes for v in victims)
+                options.append((cost, sum(rec.running.values()), rec.idx, rec, victims))
     if len(options) < job.nodes:
-        return None
+        return SearchResult(None, reserved_would_do)
     options.sort(key=lambda o: (o[0], o[1], o[2]))
     chosen = sorted(options[: job.nodes], key=lambda o: o[2])
-    victims: dict[str, Job] = {}
+    victims_by_id: dict[str, Job] = {}
     for option in chosen:
         for v in option[4]:
-            victims[v.id] = v
-    total = sum(lost[v] for v in victims)
-    return VictimChoice([o[3] for o in chosen], [victims[k] for k in sorted(victims)], total)
+            victims_by_id[v.id] = v
+    total = sum(lost(v) for v in victims_by_id.values())
+    return SearchResult(
+        VictimChoice(
+            [o[3] for o in chosen], [victims_by_id[k] for k in sorted(victims_by_id)], total
+        ),
+        reserved_would_do,
+    )

@@ -17,6 +17,9 @@ class Job:
     __slots__ = (
         "charged",
         "evictable",
+        "fail_pos",
+        "fail_sig",
+        "fail_time",
         "gpus",
         "group",
         "head_since",
@@ -54,6 +57,10 @@ class Job:
         self.evictable = False
         self.protected_until = 0.0
         self.head_since: float | None = None
+        # Memo of the last failed preemption search (see _Walk._preempt).
+        self.fail_pos = -1
+        self.fail_sig: object = None
+        self.fail_time = 0.0
 
     @property
     def per_node(self) -> int:

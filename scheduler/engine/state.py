@@ -35,7 +35,7 @@ from scheduler.engine.model import (
 )
 from scheduler.engine.placement import Capacity, NodeRec, split_gang
 from scheduler.engine.policies import CycleInputs, Policy, PolicyView, make_policy
-from scheduler.engine.preemption import choose_victims
+from scheduler.engine.preemption import gang_search, single_node_search
 from scheduler.engine.records import Job, lost_gpu_seconds
 
 _QueueKey = tuple[int, str]  # (lane, group)
@@ -78,6 +78,10 @@ class Scheduler:
         self._evictable_gpus: dict[str, int] = {}
         self._free_running: dict[str, Job] = {}
         self._draining: set[int] = set()
+        # Node positions whose free GPUs or preemptible work grew, in order: a failed
+        # preemption search only needs to look again at nodes logged after it failed.
+        self._opp_log: list[int] = []
+        self._last_reserved: dict[int, str] = {}
         self._seq = 0
         self._dirty = True
         self._last_order: list[str] | None = None
@@ -149,11 +153,15 @@ class Scheduler:
         else:
             self._draining.discard(rec.idx)
         self.capacity.refresh(rec)
+        self.capacity.state_changed()
+        self._opp_log.append(rec.idx)
         self._dirty = True
 
     def set_budget(self, budget_root: BudgetNode | None) -> None:
         """Replace the budget tree (an allocation change was applied)."""
         self.tree = BudgetTree(budget_root)
+        for job in self._pending.values():
+            job.fail_pos = -1  # victim eligibility may have changed for everyone
         self._dirty = True
 
     # ------------------------------------------------------------------ introspection
@@ -197,6 +205,7 @@ class Scheduler:
             tree=self.tree,
             usage=usage,
             projects=sorted(self._work_per_project),
+            allocated_or_pending=set(self._work_per_project),
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
             evictable=self._evictable_gpus,
@@ -221,6 +230,13 @@ class Scheduler:
 
         walk = _Walk(self, view, now, result, explain)
         walk.run(order)
+        # A node whose reservation ended (or changed hands) is an opportunity for everyone
+        # who failed while it was held.
+        previous = self._last_reserved
+        for idx in sorted(previous):
+            if walk.reserved.get(idx) != previous[idx]:
+                self._opp_log.append(idx)
+        self._last_reserved = dict(walk.reserved)
         for job in requeue + walk.evicted:
             self._enqueue(job)
         if result.starts or result.preemptions or requeue:
@@ -259,6 +275,7 @@ class Scheduler:
     def _enqueue(self, job: Job) -> None:
         self._seq += 1
         job.seq = self._seq
+        job.fail_pos = -1
         self._pending[job.id] = job
         shapes = self._queues.setdefault((job.lane, job.group), {})
         heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
@@ -302,12 +319,15 @@ class Scheduler:
             heapq.heappush(self._protected, (job.protected_until, job.seq, job.id))
         elif self.policy.free_lane:
             self._free_running[job.id] = job
+            self._opp_log.extend(rec.idx for rec in recs)
         self._dirty = True
 
     def _stop(self, job: Job) -> None:
         """Take a running job off its nodes and out of every running index."""
         for name in job.placement:
-            self.capacity.release(self.capacity.by_name[name], job.id)
+            rec = self.capacity.by_name[name]
+            self.capacity.release(rec, job.id)
+            self._opp_log.append(rec.idx)
         del self._run[job.id]
         del self.running[job.id]
         self._alloc[job.project] -= job.gpus
@@ -337,6 +357,7 @@ class Scheduler:
             if job is None or job.seq != seq:
                 continue
             job.evictable = True
+            self._opp_log.extend(self.capacity.by_name[n].idx for n in job.placement)
             self._evictable.setdefault(job.project, {})[job.id] = job
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
             self._dirty = True
@@ -369,6 +390,7 @@ class Scheduler:
                     rec.state = NodeState.DRAINED
                     rec.force = False
                     self.capacity.refresh(rec)
+                    self.capacity.state_changed()
                     result.drained.append(rec.name)
 
 
@@ -390,6 +412,8 @@ class _Walk:
         self.evicted: list[Job] = []
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
         self._lost: dict[str, float] = {}
+        self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
+        self._worst: dict[str, tuple[int, float]] = {}
 
     # -- the walk
 
@@ -416,7 +440,7 @@ class _Walk:
         skip = self.reserved if lane == 0 else ()
         if self.cap.largest_free(skip) > 0:
             return True
-        if lane == 1 or not can_preempt:
+        if lane == 1 or not can_preempt or self._preemptions_left() <= 0:
             return False
         return bool(self.s._free_running) or self.view.victims_possible(group)
 
@@ -454,10 +478,28 @@ class _Walk:
     # -- one workload
 
     def _try(self, job: Job, lane: int) -> bool:
-        view, cap = self.view, self.cap
+        """Start ``job`` if it fits, else by preempting; remember a failure (see below).
+
+        A failure is remembered on the job (position in the opportunity log, policy
+        signature, time) unless a reserved node could have served it. While no node's free
+        GPUs or preemptible work grew since, the signature holds and ``preemption_recheck``
+        has not passed, the next attempt costs a few comparisons; when some nodes changed,
+        only those are searched for victims.
+        """
+        view, cap, s = self.view, self.cap, self.s
         blocked = view.cap_block(job)
         if blocked is not None:
             self._note(job, blocked)
+            return False
+        preempts = lane == 0 and job.charged and s.policy.preempts
+        sig = view.signature(job) if preempts else None
+        log_len = len(s._opp_log)
+        memo_ok = (
+            job.fail_pos >= 0
+            and view.still_blocked(job.fail_sig, sig)
+            and self.now - job.fail_time < self.params.preemption_recheck
+        )
+        if memo_ok and job.fail_pos == log_len and not self.explain_on:
             return False
         skip = self.reserved if lane == 0 else ()
         if job.nodes == 1:
@@ -470,8 +512,21 @@ class _Walk:
             if len(recs) == job.nodes:
                 self._launch(job, recs, "whole nodes free")
                 return True
-        if lane == 0 and job.charged and self.s.policy.preempts and self._preempt(job):
-            return True
+        if preempts:
+            only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
+            started, over_budget = self._preempt(job, only)
+            if started:
+                return True
+            if over_budget:
+                job.fail_pos = -1  # a victim set exists: look again next cycle
+                self._note(job, None)
+                return False
+        # Reserved nodes count as unavailable: when a reservation goes away at the end of
+        # a cycle its node is logged as changed, which reopens this memo.
+        if not memo_ok:
+            job.fail_time = self.now
+        job.fail_pos = log_len
+        job.fail_sig = sig
         if self.explain_on:
             self._note(job, self._blocked_phrase(job))
         return False
@@ -480,6 +535,7 @@ class _Walk:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
         self.s._start(job, recs, amounts, self.now)
         job.head_since = None
+        job.fail_pos = -1
         self.view.started(job)
         placement = dict(job.placement)
         where = ", ".join(sorted(placement))
@@ -493,20 +549,7 @@ class _Walk:
             reason += "; free lane: preemptible at any time"
         self.result.starts.append(Start(job.id, placement, reason))
 
-    def _candidates(self, job: Job) -> dict[str, Job]:
-        s, view = self.s, self.view
-        found: dict[str, Job] = {}
-        if s.policy.free_lane:
-            found.update(s._free_running)
-        projects = view.cross_victim_projects(job, sorted(s._evictable))
-        for project in projects:
-            found.update(s._evictable[project])
-        own = s._evictable.get(job.project)
-        if own:
-            for victim in own.values():
-                if view.own_victim_ok(job, victim):
-                    found[victim.id] = victim
-        return found
+    # -- preemption
 
     def _lost_of(self, job: Job) -> float:
         lost = self._lost.get(job.id)
@@ -516,22 +559,104 @@ class _Walk:
             self._lost[job.id] = lost
         return lost
 
-    def _preempt(self, job: Job) -> bool:
-        candidates = self._candidates(job)
-        if not candidates:
-            return False
-        if sum(v.gpus for v in candidates.values()) + self.cap.free_total < job.gpus:
-            return False
-        lost = {wid: self._lost_of(v) for wid, v in candidates.items()}
-        choice = choose_victims(job, candidates, lost, self.cap, self.reserved)
-        if choice is None:
-            return False
+    def _pool_of(self, key: str | None) -> list[tuple[float, str, Job]]:
+        """Preemptible running work of one project (``None``: the free lane), cheapest
+        lost-per-GPU first; built once a cycle per project, on first use."""
+        pool = self._pools.get(key)
+        if pool is None:
+            s = self.s
+            jobs = s._free_running.values() if key is None else s._evictable[key].values()
+            pool = self._pools[key] = sorted((self._lost_of(j) / j.gpus, j.id, j) for j in jobs)
+        return pool
+
+    def _own_worst(self, project: str) -> tuple[int, float]:
+        """The lowest class (priority, minimum runtime) among a project's evictable work."""
+        worst = self._worst.get(project)
+        if worst is None:
+            worst = self._worst[project] = max(
+                (-j.w.priority, j.mr) for j in self.s._evictable[project].values()
+            )
+        return worst
+
+    def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
+        """Everything ``job`` might preempt, merged cheapest first, projects pre-filtered.
+
+        Projects the policy refuses even for a one-GPU victim (the most permissive case)
+        are left out before any of their workloads is looked at.
+        """
         s, view = self.s, self.view
+        sources = []
+        if s.policy.free_lane and s._free_running:
+            sources.append(self._pool_of(None))
+        if job.project in s._evictable and self._own_worst(job.project) > (
+            -job.w.priority,
+            job.mr,
+        ):
+            sources.append(self._pool_of(job.project))
+        if view.may_reclaim(job):
+            for project in sorted(s._evictable):
+                if project != job.project and view.may_preempt_project(job, project, 1):
+                    sources.append(self._pool_of(project))
+        if len(sources) == 1:
+            return sources[0]
+        return heapq.merge(*sources)
+
+    def _eligible_for(self, job: Job):
+        """The policy's victim rule for ``job``, memoised per victim project."""
+        view, now = self.view, self.now
+        project = job.project
+        free_lane = self.s.policy.free_lane
+        allowed: dict[tuple[str, int], bool] = {}
+        reclaim = view.may_reclaim(job)
+
+        def eligible(victim: Job) -> bool:
+            if not victim.running or victim.start >= now:
+                return False  # never undo a start of this same cycle
+            if not victim.charged:
+                return free_lane
+            if not victim.evictable:
+                return False
+            if victim.project == project:
+                return view.own_victim_ok(job, victim)
+            if not reclaim:
+                return False
+            key = (victim.project, victim.gpus)
+            ok = allowed.get(key)
+            if ok is None:
+                ok = allowed[key] = view.may_preempt_project(job, victim.project, victim.gpus)
+            return ok
+
+        return eligible
+
+    def _preemptions_left(self) -> int:
+        return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
+
+    def _preempt(self, job: Job, only: list[int] | None) -> tuple[bool, bool]:
+        """Start ``job`` by evicting the cheapest eligible set, if one exists.
+
+        ``only``: search just these node positions (the rest cannot have become feasible
+        since the job last failed). Returns (started, a reserved node could have served).
+        """
+        s = self.s
+        eligible = self._eligible_for(job)
+        pool = self._victim_pool(job) if only is None else ()
+        if job.nodes == 1:
+            found = single_node_search(
+                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, only
+            )
+        else:
+            found = gang_search(job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of)
+        choice = found.choice
+        if choice is not None and len(choice.victims) > self._preemptions_left():
+            return False, True  # over this cycle's eviction budget: try again next cycle
+        if choice is None:
+            return False, False
+        view = self.view
         for victim in choice.victims:
             why = view.why(job, victim)
             reason = (
                 f"preempted by {job.id} ({job.project}): {why}; "
-                f"loses {words.gpu_hours(lost[victim.id])} of work"
+                f"loses {words.gpu_hours(self._lost_of(victim))} of work"
             )
             s._stop(victim)
             view.evicted(victim)
@@ -544,7 +669,7 @@ class _Walk:
             f"preempted {names} ({words.gpu_hours(choice.lost)} lost) to start on "
             + ", ".join(r.name for r in choice.nodes),
         )
-        return True
+        return True, False
 
     # -- reservations
 
@@ -554,8 +679,8 @@ class _Walk:
         A single-node workload blocked by fragmentation holds the node with the most free
         GPUs. A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
         of its group (reserving many nodes idles them, so give packing a chance first); it
-        picks empty nodes first, then the least occupied. Reservations stop when
-        ``max_reserved_fraction`` of healthy nodes are held.
+        picks empty nodes first, then those whose work may be preempted soonest.
+        Reservations stop when ``max_reserved_fraction`` of healthy nodes are held.
         """
         cap, reserved = self.cap, self.reserved
         if len(reserved) >= self.reserve_budget:
@@ -574,30 +699,36 @@ class _Walk:
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
+        run = self.s._run
         options = []
         for rec in cap.nodes:
             if rec.idx in reserved or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
                 continue
-            used = rec.gpus - rec.free
-            if rec.exclusive is not None:
-                used = rec.gpus
-            # Emptiest first; among equals the node whose work may be preempted soonest.
-            soonest = max(
-                (self.s._run[w].protected_until for w in rec.running),
-                default=float("-inf"),
-            )
-            options.append((used, soonest, rec.idx))
+            used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+            options.append((used, rec.idx, rec))
         if len(options) < job.nodes:
             return
-        options.sort()
-        for _, _, idx in options[: job.nodes]:
-            reserved[idx] = job.id
+        options.sort(key=lambda o: (o[0], o[1]))
+        # Emptiest first; among equally used nodes at the cut, the one whose work may be
+        # preempted soonest (only those ties need the per-workload look).
+        cut = options[job.nodes - 1][0]
+        sure = [o for o in options if o[0] < cut]
+        ties = [o for o in options if o[0] == cut]
+        if len(sure) + len(ties) > job.nodes:
+            ties.sort(
+                key=lambda o: (
+                    max((run[w].protected_until for w in o[2].running), default=float("-inf")),
+                    o[1],
+                )
+            )
+        for option in (sure + ties)[: job.nodes]:
+            reserved[option[1]] = job.id
 
     # -- reasons
 
-    def _note(self, job: Job, text: str) -> None:
+    def _note(self, job: Job, text: str | None) -> None:
         if self.explain_on:
-            self.notes[job.id] = text
+            self.notes[job.id] = text if text is not None else self._blocked_phrase(job)
 
     def _blocked_phrase(self, job: Job) -> str:
         cap = self.cap
@@ -613,29 +744,31 @@ class _Walk:
         held = sorted(self.cap.nodes[i].name for i, w in self.reserved.items() if w == job.id)
         if held:
             parts.append("holding " + ", ".join(held) + " until they free")
-        if job.lane == 0 and self.s.policy.preempts:
+        if job.lane == 0 and job.charged and self.s.policy.preempts:
             parts.append(words.next_victim(self._next_victim_in(job)))
         return "; ".join(parts)
 
     def _next_victim_in(self, job: Job) -> float | None:
         """Seconds until the first running workload this job could preempt is preemptible."""
-        s, view = self.s, self.view
+        view = self.view
         soonest = None
-        by_project: dict[str, list[Job]] = {}
-        for other in s._run.values():
-            if other.charged and not other.evictable:
-                by_project.setdefault(other.project, []).append(other)
-        allowed = set(view.cross_victim_projects(job, sorted(by_project)))
-        for project, jobs in by_project.items():
-            for other in jobs:
-                if project == job.project:
-                    if not view.own_victim_ok(job, other):
-                        continue
-                elif project not in allowed:
+        allowed: dict[tuple[str, int], bool] = {}
+        for other in self.s._run.values():
+            if not other.charged or other.evictable:
+                continue
+            if other.project == job.project:
+                if not view.own_victim_ok(job, other):
                     continue
-                wait = other.protected_until - self.now
-                if soonest is None or wait < soonest:
-                    soonest = wait
+            else:
+                key = (other.project, other.gpus)
+                ok = allowed.get(key)
+                if ok is None:
+                    ok = allowed[key] = view.may_preempt_project(job, other.project, other.gpus)
+                if not ok:
+                    continue
+            wait = other.protected_until - self.now
+            if soonest is None or wait < soonest:
+                soonest = wait
         return soonest
 
     def explain(self, order: list[str]) -> None:
@@ -670,6 +803,5 @@ class _Walk:
                         note = self._blocked_phrase(job) + (
                             "; the free GPUs are taken or reserved by higher-ranked work"
                         )
-                    s_reason = f"{project}; {note}"
-                    self.result.reasons[job.id] = s_reason
+                    self.result.reasons[job.id] = f"{project}; {note}"
         self.result.order = ranked
