@@ -170,10 +170,15 @@ class RoleAssignment(models.Model):
                 ),
                 name="role_assignment_scope_matches_role",
             ),
-            models.UniqueConstraint(
-                fields=["user", "role", "organization", "program", "project"],
-                nulls_distinct=False,
-                name="role_assignment_unique",
+            # One constraint per scope column: "unique with nulls not distinct" is not
+            # available on SQLite (the quick start), partial unique indexes are everywhere.
+            *(
+                models.UniqueConstraint(
+                    fields=["user", "role", scope],
+                    condition=Q(**{f"{scope}__isnull": False}),
+                    name=f"role_assignment_unique_on_{scope}",
+                )
+                for scope in ("organization", "program", "project")
             ),
         ]
 

@@ -326,6 +326,11 @@ CELERY_BEAT_SCHEDULE["reports-send-monthly"] = {
     "task": "governance.tasks.reports_send_monthly",
     "schedule": crontab(minute=0, hour=6, day_of_month=1),  # 06:00 on the 1st
 }
+# Roll closed days into the daily usage cache (reports and dashboards read whole days from it).
+CELERY_BEAT_SCHEDULE["usage-days-refresh"] = {
+    "task": "governance.tasks.usage_days_refresh",
+    "schedule": crontab(minute=5),  # five past every hour
+}
 CELERY_BEAT_SCHEDULE["simulated-executor"] = {
     "task": "scheduler.executors.tasks.simulated_executor_tick",
     "schedule": SIMULATED_EXECUTOR_SECONDS,

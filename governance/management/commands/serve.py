@@ -12,10 +12,9 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from datetime import timedelta
 
-from celery import current_app
+from celery import current_app, schedules
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
@@ -23,30 +22,36 @@ from django.core.management.base import BaseCommand
 logger = logging.getLogger(__name__)
 
 
-def _interval_seconds(schedule) -> float:
-    if isinstance(schedule, (int, float)):
-        return float(schedule)
-    if isinstance(schedule, timedelta):
-        return schedule.total_seconds()
-    run_every = getattr(schedule, "run_every", None)
-    if isinstance(run_every, timedelta):
-        return run_every.total_seconds()
-    return 60.0
+def _as_schedule(value) -> schedules.BaseSchedule:
+    """The beat schedule object for a settings entry (seconds, timedelta or a schedule)."""
+    if isinstance(value, (int, float)):
+        return schedules.schedule(timedelta(seconds=value))
+    if isinstance(value, timedelta):
+        return schedules.schedule(value)
+    return value
 
 
 def run_schedule_in_process(stop: threading.Event) -> None:
-    """Run every entry of ``CELERY_BEAT_SCHEDULE`` in this process at its interval."""
-    entries = [
-        (name, entry["task"], _interval_seconds(entry["schedule"]))
-        for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
-    ]
-    next_due = dict.fromkeys((name for name, _, _ in entries), 0.0)
+    """Run every entry of ``CELERY_BEAT_SCHEDULE`` in this process when it falls due.
+
+    Interval entries run at once and then every interval; crontab entries (the monthly
+    report) wait for their next due time, exactly as Celery beat would run them.
+    """
+    entries = []
+    start = current_app.now()
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        schedule = _as_schedule(entry["schedule"])
+        # An interval entry is due at once; a crontab entry waits for its next due time.
+        is_crontab = isinstance(schedule, schedules.crontab)
+        last_run = start if is_crontab else start - schedule.run_every
+        entries.append([name, entry["task"], schedule, last_run])
     while not stop.is_set():
-        now = time.monotonic()
-        for name, task_name, interval in entries:
-            if now < next_due[name]:
+        for item in entries:
+            _name, task_name, schedule, last_run = item
+            due, _next = schedule.is_due(last_run)
+            if not due:
                 continue
-            next_due[name] = now + interval
+            item[3] = current_app.now()
             try:
                 current_app.tasks[task_name].apply()
             except Exception:  # a failing task must not stop the loop; it is logged
