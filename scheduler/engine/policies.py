@@ -77,6 +77,13 @@ class PolicyView:
         """
         return None
 
+    def still_blocked(self, old: object, new: object) -> bool:
+        """True if a job that failed under signature ``old`` cannot have gained victims now.
+
+        The default asks for equality; a policy may accept any narrower situation.
+        """
+        return old == new
+
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         """May ``job`` preempt ``victim`` of its own project (victim past minimum runtime)?"""
         return False

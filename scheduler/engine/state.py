@@ -474,6 +474,8 @@ class _Walk:
                 first_blocked = False
                 if lane == 0 and self.view.cap_block(job) is None:
                     self._reserve(job)
+                    if self.explain_on:
+                        self.notes[job.id] = self._blocked_phrase(job)
 
     # -- one workload
 
@@ -496,7 +498,7 @@ class _Walk:
         log_len = len(s._opp_log)
         memo_ok = (
             job.fail_pos >= 0
-            and view.still_blocked(job.fail_sig, sig)
+            and (view.still_blocked(job.fail_sig, sig) if preempts else job.fail_sig == sig)
             and self.now - job.fail_time < self.params.preemption_recheck
         )
         if memo_ok and job.fail_pos == log_len and not self.explain_on:
