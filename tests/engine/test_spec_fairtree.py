@@ -12,7 +12,6 @@ nothing can start or preempt and ``CycleResult.order`` is the pure ranking of th
 from __future__ import annotations
 
 from scheduler.engine import BudgetNode
-
 from tests.engine.conftest import (
     HOUR,
     MINUTE,
