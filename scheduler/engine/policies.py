@@ -61,6 +61,10 @@ class PolicyView:
         """May ``job`` preempt other projects' work at all (cheap gate before any search)?"""
         return False
 
+    def group_may_reclaim(self, group: str) -> bool:
+        """Could any workload of ``group`` pass ``may_reclaim``? (May say yes too often.)"""
+        return False
+
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
         """May ``job`` preempt ``victim_gpus`` of another ``project``'s work past its minimum?
 
@@ -186,6 +190,9 @@ class _FairShareView(PolicyView):
         entitled = self.entitled.get(job.project, 0)
         return self.alloc.get(job.project, 0) + job.gpus <= entitled
 
+    def group_may_reclaim(self, group: str) -> bool:
+        return self.alloc.get(group, 0) < self.entitled.get(group, 0) and bool(self.borrowers_set)
+
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
         # The victim's project must be running beyond its own entitlement (borrowing) and
         # rank after the preemptor's, still after the swap has run (no oscillation).
@@ -299,6 +306,9 @@ class _QuotaView(PolicyView):
         # evict, and only from projects that borrow beyond theirs. Neither side can then
         # reclaim back, so two projects cannot ping-pong.
         return self._within_after(job)
+
+    def group_may_reclaim(self, group: str) -> bool:
+        return self.alloc.get(group, 0) < self.deserved.get(group, 0.0) and bool(self._borrowers)
 
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
         return project != job.project and self._borrowing(project)

@@ -242,7 +242,10 @@ class Scheduler:
         if result.starts or result.preemptions or requeue:
             self._dirty = True
         if explain:
-            walk.explain(order)
+            # Requeued victims may sit in groups that had nothing pending when we began.
+            walk.explain(
+                [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
+            )
         return result
 
     # ------------------------------------------------------------------ internals
@@ -414,11 +417,17 @@ class _Walk:
         self._lost: dict[str, float] = {}
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._worst: dict[str, tuple[int, float]] = {}
+        self._shape_phrases: dict[_Shape, str] = {}
 
     # -- the walk
 
     def run(self, order: list[str]) -> None:
-        """Offer capacity to each group's shape heads in policy order."""
+        """Offer capacity to each group's shape heads in policy order.
+
+        With no free GPU left, a group is visited only if one of its heads could preempt
+        someone (the policy's cheap group test, or its own project's lower-class work),
+        and the walk ends once the policy says no later group can.
+        """
         s = self.s
         queues = s._queues
         can_preempt = s.policy.preempts
@@ -429,25 +438,36 @@ class _Walk:
                 shapes = queues.get((lane, group))
                 if not shapes:
                     continue
-                if not self._worth_visiting(lane, group, can_preempt):
-                    break
+                # The free lane may backfill onto reserved nodes (it yields when needed).
+                if self.cap.largest_free(self.reserved if lane == 0 else ()) == 0:
+                    if lane == 1 or not can_preempt or self._preemptions_left() <= 0:
+                        break
+                    if not s._free_running and not self.view.victims_possible(group):
+                        break
+                    if not s._free_running and not self._group_may_preempt(group, shapes):
+                        continue
                 self._walk_group(lane, group, shapes)
         for key in [k for k, shapes in queues.items() if not shapes]:
             del queues[key]
 
-    def _worth_visiting(self, lane: int, group: str, can_preempt: bool) -> bool:
-        # The free lane may backfill onto reserved nodes (it is evicted when they are needed).
-        skip = self.reserved if lane == 0 else ()
-        if self.cap.largest_free(skip) > 0:
+    def _group_may_preempt(self, group: str, shapes: dict[_Shape, list]) -> bool:
+        """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive."""
+        s = self.s
+        if s._evictable and self.view.group_may_reclaim(group):
             return True
-        if lane == 1 or not can_preempt or self._preemptions_left() <= 0:
+        if group not in s._evictable:
             return False
-        return bool(self.s._free_running) or self.view.victims_possible(group)
+        worst = self._own_worst(group)
+        for heap in shapes.values():
+            job = s._head(heap)
+            if job is not None and (-job.w.priority, job.mr) < worst:
+                return True
+        return False
 
     def _walk_group(self, lane: int, group: str, shapes: dict[_Shape, list]) -> None:
         s = self.s
         heads: list[tuple[tuple, int, _Shape]] = []
-        for shape in sorted(shapes):
+        for shape in list(shapes):
             job = s._head(shapes[shape])
             if job is None:
                 del shapes[shape]
@@ -514,7 +534,7 @@ class _Walk:
             if len(recs) == job.nodes:
                 self._launch(job, recs, "whole nodes free")
                 return True
-        if preempts:
+        if preempts and self._may_find_victims(job):
             only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
             started, over_budget = self._preempt(job, only)
             if started:
@@ -570,6 +590,18 @@ class _Walk:
             jobs = s._free_running.values() if key is None else s._evictable[key].values()
             pool = self._pools[key] = sorted((self._lost_of(j) / j.gpus, j.id, j) for j in jobs)
         return pool
+
+    def _may_find_victims(self, job: Job) -> bool:
+        """Cheap gate before any search: could anyone at all be a victim of ``job``?"""
+        s = self.s
+        if s.policy.free_lane and s._free_running:
+            return True
+        if job.project in s._evictable and self._own_worst(job.project) > (
+            -job.w.priority,
+            job.mr,
+        ):
+            return True
+        return bool(s._evictable) and self.view.may_reclaim(job)
 
     def _own_worst(self, project: str) -> tuple[int, float]:
         """The lowest class (priority, minimum runtime) among a project's evictable work."""
@@ -773,6 +805,19 @@ class _Walk:
                 soonest = wait
         return soonest
 
+    def _shape_phrase(self, job: Job) -> str:
+        """What the cluster offers for this job's shape now (cached per shape)."""
+        phrase = self._shape_phrases.get(job.shape)
+        if phrase is None:
+            cap, skip = self.cap, self.reserved
+            phrase = self._shape_phrases[job.shape] = words.waiting_for(
+                job.gpus,
+                job.nodes,
+                cap.largest_free(skip),
+                len(cap.whole_nodes(job.nodes, job.per_node, skip)),
+            )
+        return phrase
+
     def explain(self, order: list[str]) -> None:
         """Fill ``reasons`` and ``order`` for every workload still pending."""
         s, view = self.s, self.view
@@ -799,7 +844,8 @@ class _Walk:
                     if note is None and position:
                         note = (
                             f"behind {position} higher-ranked pending workload"
-                            f"{'' if position == 1 else 's'} in its queue"
+                            f"{'' if position == 1 else 's'} in its queue; "
+                            + self._shape_phrase(job)
                         )
                     elif note is None:
                         note = self._blocked_phrase(job) + (
