@@ -26,8 +26,7 @@ _LEVEL_WORDS = ("organization", "program", "group")
 class CycleInputs:
     """What a policy may look at when a cycle begins.
 
-    ``projects`` are the projects with pending or running work, sorted (and the same as a
-    set in ``allocated_or_pending``). ``allocated`` is
+    ``projects`` are the projects with pending or running work, sorted. ``allocated`` is
     GPUs held per project (all lanes); ``charged_allocated`` counts charged work only.
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
     """
@@ -35,7 +34,6 @@ class CycleInputs:
     tree: BudgetTree
     usage: Mapping[str, float]
     projects: list[str]
-    allocated_or_pending: set[str]
     allocated: dict[str, int]
     charged_allocated: dict[str, int]
     evictable: dict[str, int]

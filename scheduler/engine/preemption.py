@@ -33,10 +33,9 @@ class VictimChoice:
 
 @dataclass(slots=True)
 class SearchResult:
-    """A choice, or None; ``reserved_would_do`` says a reserved node could have served."""
+    """The cheapest choice, or None when no eligible set lets the job start."""
 
     choice: VictimChoice | None
-    reserved_would_do: bool = False
 
 
 def _cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
@@ -118,17 +117,15 @@ def single_node_search(
     that changed since the job last failed: the others cannot have become feasible).
     """
     best: tuple[tuple, NodeRec, list[Job]] | None = None
-    reserved_would_do = False
     nodes = capacity.nodes
     need_min = max(1, job.gpus - capacity.largest_free(()))
 
     def consider(rec: NodeRec) -> None:
-        nonlocal best, reserved_would_do
+        nonlocal best
+        if rec.idx in reserved:
+            return  # held for a higher-ranked workload
         option = node_option(job, rec, run, eligible, lost)
         if option is None:
-            return
-        if rec.idx in reserved:
-            reserved_would_do = True
             return
         if best is None or option[0] < best[0]:
             best = (option[0], rec, option[1])
@@ -149,11 +146,9 @@ def single_node_search(
                     seen.add(rec.idx)
                     consider(rec)
     if best is None:
-        return SearchResult(None, reserved_would_do)
+        return SearchResult(None)
     key, rec, victims = best
-    return SearchResult(
-        VictimChoice([rec], sorted(victims, key=lambda v: v.id), key[0]), reserved_would_do
-    )
+    return SearchResult(VictimChoice([rec], sorted(victims, key=lambda v: v.id), key[0]))
 
 
 def gang_search(
@@ -175,7 +170,6 @@ def gang_search(
     options: list[tuple[float, int, int, NodeRec, list[Job]]] = []
     for rec in capacity.whole_nodes(job.nodes, per_node, reserved):
         options.append((0.0, 0, rec.idx, rec, []))
-    reserved_would_do = False
     if len(options) < job.nodes:
         seen: set[int] = set()
         for _, _, victim in pool:
@@ -186,18 +180,15 @@ def gang_search(
                 if rec.idx in seen:
                     continue
                 seen.add(rec.idx)
-                if rec.state != NodeState.HEALTHY or rec.gpus < per_node:
+                if rec.state != NodeState.HEALTHY or rec.gpus < per_node or rec.idx in reserved:
                     continue
                 victims = [run[w] for w in rec.running]
                 if not all(eligible(v) for v in victims):
                     continue
-                if rec.idx in reserved:
-                    reserved_would_do = True
-                    continue
                 cost = sum(lost(v) / v.nodes for v in victims)
                 options.append((cost, sum(rec.running.values()), rec.idx, rec, victims))
     if len(options) < job.nodes:
-        return SearchResult(None, reserved_would_do)
+        return SearchResult(None)
     options.sort(key=lambda o: (o[0], o[1], o[2]))
     chosen = sorted(options[: job.nodes], key=lambda o: o[2])
     victims_by_id: dict[str, Job] = {}
@@ -208,6 +199,5 @@ def gang_search(
     return SearchResult(
         VictimChoice(
             [o[3] for o in chosen], [victims_by_id[k] for k in sorted(victims_by_id)], total
-        ),
-        reserved_would_do,
+        )
     )

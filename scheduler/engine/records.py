@@ -67,11 +67,6 @@ class Job:
         """GPUs needed on the busiest node of the placement."""
         return -(-self.gpus // self.nodes)
 
-    @property
-    def delta(self) -> float:
-        """GPU-seconds this job commits its team to before it can be preempted."""
-        return self.gpus * self.mr
-
 
 def lost_gpu_seconds(
     job: Job, now: float, checkpoint_interval: float, restart_overhead: float

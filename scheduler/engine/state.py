@@ -205,7 +205,6 @@ class Scheduler:
             tree=self.tree,
             usage=usage,
             projects=sorted(self._work_per_project),
-            allocated_or_pending=set(self._work_per_project),
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
             evictable=self._evictable_gpus,
