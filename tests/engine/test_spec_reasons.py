@@ -76,13 +76,6 @@ def test_gang_reason_mentions_whole_nodes():
     assert "whole node" in result.reasons["a-gang"].lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine bug: a gang queued behind its own project's work gets only 'behind N "
-        "higher-ranked pending workloads in its queue', with no word of the whole nodes it needs"
-    ),
-)
 def test_gang_reason_mentions_whole_nodes_even_behind_its_projects_other_work():
     sched = busy_cluster()
     submit_mix(sched)
