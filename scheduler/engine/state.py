@@ -417,6 +417,7 @@ class _Walk:
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._worst: dict[str, tuple[int, float]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
+        self._busy: dict[int, float] = {}
 
     # -- the walk
 
@@ -732,7 +733,6 @@ class _Walk:
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
-        run = self.s._run
         options = []
         for rec in cap.nodes:
             if rec.idx in reserved or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
@@ -748,14 +748,18 @@ class _Walk:
         sure = [o for o in options if o[0] < cut]
         ties = [o for o in options if o[0] == cut]
         if len(sure) + len(ties) > job.nodes:
-            ties.sort(
-                key=lambda o: (
-                    max((run[w].protected_until for w in o[2].running), default=float("-inf")),
-                    o[1],
-                )
-            )
+            ties.sort(key=lambda o: (self._busy_until(o[2]), o[1]))
         for option in (sure + ties)[: job.nodes]:
             reserved[option[1]] = job.id
+
+    def _busy_until(self, rec: NodeRec) -> float:
+        """When the last protected workload on ``rec`` becomes preemptible (cached a cycle)."""
+        until = self._busy.get(rec.idx)
+        if until is None:
+            run = self.s._run
+            until = max((run[w].protected_until for w in rec.running), default=float("-inf"))
+            self._busy[rec.idx] = until
+        return until
 
     # -- reasons
 
