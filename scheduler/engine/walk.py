@@ -1,0 +1,488 @@
+"""The admission walk of one cycle: offer capacity in policy order, preempt, reserve, explain.
+
+``Scheduler.cycle`` builds a ``Walk`` and runs it; see ``state.py`` for the cost model.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from scheduler.engine import reasons as words
+from scheduler.engine.model import CycleResult, NodeState, Preemption, Start
+from scheduler.engine.placement import NodeRec, split_gang
+from scheduler.engine.policies import PolicyView
+from scheduler.engine.preemption import gang_search, single_node_search
+from scheduler.engine.records import Job, lost_gpu_seconds
+
+if TYPE_CHECKING:
+    from scheduler.engine.state import Scheduler
+
+_Shape = tuple[int, int]  # (gpus, nodes)
+
+
+class Walk:
+    """One admission walk over the pending queues (the body of ``Scheduler.cycle``).
+
+    It reads and updates the scheduler's private indexes directly: the walk and the
+    scheduler are one mechanism split in two files for size, not two components.
+    """
+
+    def __init__(
+        self, sched: Scheduler, view: PolicyView, now: float, result: CycleResult, explain: bool
+    ) -> None:
+        self.s = sched
+        self.view = view
+        self.now = now
+        self.result = result
+        self.explain_on = explain
+        self.params = sched.params
+        self.cap = sched.capacity
+        self.reserved: dict[int, str] = {}
+        self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
+        self.evicted: list[Job] = []
+        self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
+        self._lost: dict[str, float] = {}
+        self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
+        self._worst: dict[str, tuple[int, float]] = {}
+        self._shape_phrases: dict[_Shape, str] = {}
+        self._busy: dict[int, float] = {}
+
+    # -- the walk
+
+    def run(self, order: list[str]) -> None:
+        """Offer capacity to each group's shape heads in policy order.
+
+        With no free GPU left, a group is visited only if one of its heads could preempt
+        someone (the policy's cheap group test, or its own project's lower-class work),
+        and the walk ends once the policy says no later group can.
+        """
+        s = self.s
+        queues = s._queues
+        can_preempt = s.policy.preempts
+        for lane in (0, 1):
+            if lane == 1 and not s.policy.free_lane:
+                break
+            for group in order:
+                shapes = queues.get((lane, group))
+                if not shapes:
+                    continue
+                # The free lane may backfill onto reserved nodes (it yields when needed).
+                if self.cap.largest_free(self.reserved if lane == 0 else ()) == 0:
+                    if lane == 1 or not can_preempt or self._preemptions_left() <= 0:
+                        break
+                    if not s._free_running and not self.view.victims_possible(group):
+                        break
+                    if not s._free_running and not self._group_may_preempt(group, shapes):
+                        continue
+                self._walk_group(lane, group, shapes)
+        for key in [k for k, shapes in queues.items() if not shapes]:
+            del queues[key]
+
+    def _group_may_preempt(self, group: str, shapes: dict[_Shape, list]) -> bool:
+        """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive."""
+        s = self.s
+        if s._evictable and self.view.group_may_reclaim(group):
+            return True
+        if group not in s._evictable:
+            return False
+        worst = self._own_worst(group)
+        for heap in shapes.values():
+            job = s._head(heap)
+            if job is not None and (-job.w.priority, job.mr) < worst:
+                return True
+        return False
+
+    def _walk_group(self, lane: int, group: str, shapes: dict[_Shape, list]) -> None:
+        s = self.s
+        heads: list[tuple[tuple, int, _Shape]] = []
+        for shape in list(shapes):
+            job = s._head(shapes[shape])
+            if job is None:
+                del shapes[shape]
+                continue
+            heads.append((job.key, job.seq, shape))
+        heapq.heapify(heads)
+        first_blocked = True
+        while heads:
+            _, _, shape = heapq.heappop(heads)
+            heap = shapes[shape]
+            job = s._head(heap)
+            if job is None:
+                continue
+            if self._try(job, lane):
+                nxt = s._head(heap)
+                if nxt is None:
+                    del shapes[shape]
+                else:
+                    heapq.heappush(heads, (nxt.key, nxt.seq, shape))
+                continue
+            if first_blocked:
+                # Only the head of a group's turn reserves (EASY-style backfill per group);
+                # a workload refused by a policy cap has nothing to wait for on the nodes.
+                first_blocked = False
+                if lane == 0 and self.view.cap_block(job) is None:
+                    self._reserve(job)
+                    if self.explain_on:
+                        self.notes[job.id] = self._blocked_phrase(job)
+
+    # -- one workload
+
+    def _try(self, job: Job, lane: int) -> bool:
+        """Start ``job`` if it fits, else by preempting; remember a failure (see below).
+
+        A failure is remembered on the job (position in the opportunity log, policy
+        signature, time) unless a reserved node could have served it. While no node's free
+        GPUs or preemptible work grew since, the signature holds and ``preemption_recheck``
+        has not passed, the next attempt costs a few comparisons; when some nodes changed,
+        only those are searched for victims.
+        """
+        view, cap, s = self.view, self.cap, self.s
+        blocked = view.cap_block(job)
+        if blocked is not None:
+            self._note(job, blocked)
+            return False
+        preempts = lane == 0 and job.charged and s.policy.preempts
+        sig = view.signature(job) if preempts else None
+        log_len = len(s._opp_log)
+        memo_ok = (
+            job.fail_pos >= 0
+            and (view.still_blocked(job.fail_sig, sig) if preempts else job.fail_sig == sig)
+            and self.now - job.fail_time < self.params.preemption_recheck
+        )
+        if memo_ok and job.fail_pos == log_len and not self.explain_on:
+            return False
+        skip = self.reserved if lane == 0 else ()
+        if job.nodes == 1:
+            rec = cap.fullest_fit(job.gpus, skip)
+            if rec is not None:
+                self._launch(job, [rec], "fits")
+                return True
+        else:
+            recs = cap.whole_nodes(job.nodes, job.per_node, skip)
+            if len(recs) == job.nodes:
+                self._launch(job, recs, "whole nodes free")
+                return True
+        if preempts and self._may_find_victims(job):
+            only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
+            started, over_budget = self._preempt(job, only)
+            if started:
+                return True
+            if over_budget:
+                job.fail_pos = -1  # a victim set exists: look again next cycle
+                self._note(job, None)
+                return False
+        # Reserved nodes count as unavailable: when a reservation goes away at the end of
+        # a cycle its node is logged as changed, which reopens this memo.
+        if not memo_ok:
+            job.fail_time = self.now
+        job.fail_pos = log_len
+        job.fail_sig = sig
+        if self.explain_on:
+            self._note(job, self._blocked_phrase(job))
+        return False
+
+    def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
+        amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
+        self.s._start(job, recs, amounts, self.now)
+        job.head_since = None
+        job.fail_pos = -1
+        self.view.started(job)
+        placement = dict(job.placement)
+        where = ", ".join(sorted(placement))
+        if why == "fits":
+            reason = f"fits on {where} (fullest node with room)"
+        elif why == "whole nodes free":
+            reason = f"gang on whole free nodes {where}"
+        else:
+            reason = why
+        if job.lane == 1:
+            reason += "; free lane: preemptible at any time"
+        self.result.starts.append(Start(job.id, placement, reason))
+
+    # -- preemption
+
+    def _lost_of(self, job: Job) -> float:
+        lost = self._lost.get(job.id)
+        if lost is None:
+            p = self.params
+            lost = lost_gpu_seconds(job, self.now, p.checkpoint_interval, p.restart_overhead)
+            self._lost[job.id] = lost
+        return lost
+
+    def _pool_of(self, key: str | None) -> list[tuple[float, str, Job]]:
+        """Preemptible running work of one project (``None``: the free lane), cheapest
+        lost-per-GPU first; built once a cycle per project, on first use."""
+        pool = self._pools.get(key)
+        if pool is None:
+            s = self.s
+            jobs = s._free_running.values() if key is None else s._evictable[key].values()
+            pool = self._pools[key] = sorted((self._lost_of(j) / j.gpus, j.id, j) for j in jobs)
+        return pool
+
+    def _may_find_victims(self, job: Job) -> bool:
+        """Cheap gate before any search: could anyone at all be a victim of ``job``?"""
+        s = self.s
+        if s.policy.free_lane and s._free_running:
+            return True
+        if job.project in s._evictable and self._own_worst(job.project) > (
+            -job.w.priority,
+            job.mr,
+        ):
+            return True
+        return bool(s._evictable) and self.view.may_reclaim(job)
+
+    def _own_worst(self, project: str) -> tuple[int, float]:
+        """The lowest class (priority, minimum runtime) among a project's evictable work."""
+        worst = self._worst.get(project)
+        if worst is None:
+            worst = self._worst[project] = max(
+                (-j.w.priority, j.mr) for j in self.s._evictable[project].values()
+            )
+        return worst
+
+    def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
+        """Everything ``job`` might preempt, merged cheapest first, projects pre-filtered.
+
+        Projects the policy refuses even for a one-GPU victim (the most permissive case)
+        are left out before any of their workloads is looked at.
+        """
+        s, view = self.s, self.view
+        sources = []
+        if s.policy.free_lane and s._free_running:
+            sources.append(self._pool_of(None))
+        if job.project in s._evictable and self._own_worst(job.project) > (
+            -job.w.priority,
+            job.mr,
+        ):
+            sources.append(self._pool_of(job.project))
+        if view.may_reclaim(job):
+            for project in sorted(s._evictable):
+                if project != job.project and view.may_preempt_project(job, project, 1):
+                    sources.append(self._pool_of(project))
+        if len(sources) == 1:
+            return sources[0]
+        return heapq.merge(*sources)
+
+    def _eligible_for(self, job: Job):
+        """The policy's victim rule for ``job``, memoised per victim project."""
+        view, now = self.view, self.now
+        project = job.project
+        free_lane = self.s.policy.free_lane
+        allowed: dict[tuple[str, int], bool] = {}
+        reclaim = view.may_reclaim(job)
+
+        def eligible(victim: Job) -> bool:
+            if not victim.running or victim.start >= now:
+                return False  # never undo a start of this same cycle
+            if not victim.charged:
+                return free_lane
+            if not victim.evictable:
+                return False
+            if victim.project == project:
+                return view.own_victim_ok(job, victim)
+            if not reclaim:
+                return False
+            key = (victim.project, victim.gpus)
+            ok = allowed.get(key)
+            if ok is None:
+                ok = allowed[key] = view.may_preempt_project(job, victim.project, victim.gpus)
+            return ok
+
+        return eligible
+
+    def _preemptions_left(self) -> int:
+        return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
+
+    def _preempt(self, job: Job, only: list[int] | None) -> tuple[bool, bool]:
+        """Start ``job`` by evicting the cheapest eligible set, if one exists.
+
+        ``only``: search just these node positions (the rest cannot have become feasible
+        since the job last failed). Returns (started, a reserved node could have served).
+        """
+        s = self.s
+        eligible = self._eligible_for(job)
+        pool = self._victim_pool(job) if only is None else ()
+        if job.nodes == 1:
+            found = single_node_search(
+                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, only
+            )
+        else:
+            found = gang_search(job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of)
+        choice = found.choice
+        if choice is not None and len(choice.victims) > self._preemptions_left():
+            return False, True  # over this cycle's eviction budget: try again next cycle
+        if choice is None:
+            return False, False
+        view = self.view
+        for victim in choice.victims:
+            why = view.why(job, victim)
+            reason = (
+                f"preempted by {job.id} ({job.project}): {why}; "
+                f"loses {words.gpu_hours(self._lost_of(victim))} of work"
+            )
+            s._stop(victim)
+            view.evicted(victim)
+            self.evicted.append(victim)
+            self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
+        names = ", ".join(v.id for v in choice.victims)
+        self._launch(
+            job,
+            choice.nodes,
+            f"preempted {names} ({words.gpu_hours(choice.lost)} lost) to start on "
+            + ", ".join(r.name for r in choice.nodes),
+        )
+        return True, False
+
+    # -- reservations
+
+    def _reserve(self, job: Job) -> None:
+        """Hold capacity for the first blocked workload of a group so backfill cannot delay it.
+
+        A single-node workload blocked by fragmentation holds the node with the most free
+        GPUs. A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
+        of its group (reserving many nodes idles them, so give packing a chance first); it
+        picks empty nodes first, then those whose work may be preempted soonest.
+        Reservations stop when ``max_reserved_fraction`` of healthy nodes are held.
+        """
+        cap, reserved = self.cap, self.reserved
+        if len(reserved) >= self.reserve_budget:
+            return
+        if job.nodes == 1:
+            rec = cap.most_free_node(job.gpus, reserved)
+            if rec is not None and rec.gpus >= job.gpus:
+                reserved[rec.idx] = job.id
+            return
+        now = self.now
+        if job.head_since is None:
+            job.head_since = now
+        due = job.head_since + self.params.gang_reserve_after
+        if now < due:
+            self.s._next_timer = min(self.s._next_timer, due)
+            return
+        if len(reserved) + job.nodes > self.reserve_budget:
+            return
+        options = []
+        for rec in cap.nodes:
+            if rec.idx in reserved or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
+                continue
+            used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+            options.append((used, rec.idx, rec))
+        if len(options) < job.nodes:
+            return
+        options.sort(key=lambda o: (o[0], o[1]))
+        # Emptiest first; among equally used nodes at the cut, the one whose work may be
+        # preempted soonest (only those ties need the per-workload look).
+        cut = options[job.nodes - 1][0]
+        sure = [o for o in options if o[0] < cut]
+        ties = [o for o in options if o[0] == cut]
+        if len(sure) + len(ties) > job.nodes:
+            ties.sort(key=lambda o: (self._busy_until(o[2]), o[1]))
+        for option in (sure + ties)[: job.nodes]:
+            reserved[option[1]] = job.id
+
+    def _busy_until(self, rec: NodeRec) -> float:
+        """When the last protected workload on ``rec`` becomes preemptible (cached a cycle)."""
+        until = self._busy.get(rec.idx)
+        if until is None:
+            run = self.s._run
+            until = max((run[w].protected_until for w in rec.running), default=float("-inf"))
+            self._busy[rec.idx] = until
+        return until
+
+    # -- reasons
+
+    def _note(self, job: Job, text: str | None) -> None:
+        if self.explain_on:
+            self.notes[job.id] = text if text is not None else self._blocked_phrase(job)
+
+    def _blocked_phrase(self, job: Job) -> str:
+        cap = self.cap
+        skip = self.reserved
+        parts = [
+            words.waiting_for(
+                job.gpus,
+                job.nodes,
+                cap.largest_free(skip),
+                len(cap.whole_nodes(job.nodes, job.per_node, skip)),
+            )
+        ]
+        held = sorted(self.cap.nodes[i].name for i, w in self.reserved.items() if w == job.id)
+        if held:
+            parts.append("holding " + ", ".join(held) + " until they free")
+        if job.lane == 0 and job.charged and self.s.policy.preempts:
+            parts.append(words.next_victim(self._next_victim_in(job)))
+        return "; ".join(parts)
+
+    def _next_victim_in(self, job: Job) -> float | None:
+        """Seconds until the first running workload this job could preempt is preemptible."""
+        view = self.view
+        soonest = None
+        allowed: dict[tuple[str, int], bool] = {}
+        for other in self.s._run.values():
+            if not other.charged or other.evictable:
+                continue
+            if other.project == job.project:
+                if not view.own_victim_ok(job, other):
+                    continue
+            else:
+                key = (other.project, other.gpus)
+                ok = allowed.get(key)
+                if ok is None:
+                    ok = allowed[key] = view.may_preempt_project(job, other.project, other.gpus)
+                if not ok:
+                    continue
+            wait = other.protected_until - self.now
+            if soonest is None or wait < soonest:
+                soonest = wait
+        return soonest
+
+    def _shape_phrase(self, job: Job) -> str:
+        """What the cluster offers for this job's shape now (cached per shape)."""
+        phrase = self._shape_phrases.get(job.shape)
+        if phrase is None:
+            cap, skip = self.cap, self.reserved
+            phrase = self._shape_phrases[job.shape] = words.waiting_for(
+                job.gpus,
+                job.nodes,
+                cap.largest_free(skip),
+                len(cap.whole_nodes(job.nodes, job.per_node, skip)),
+            )
+        return phrase
+
+    def explain(self, order: list[str]) -> None:
+        """Fill ``reasons`` and ``order`` for every workload still pending."""
+        s, view = self.s, self.view
+        phrase: dict[str, str] = {}
+        ranked: list[str] = []
+        for lane in (0, 1):
+            for group in order:
+                shapes = s._queues.get((lane, group))
+                if not shapes:
+                    continue
+                jobs = sorted(
+                    (j for heap in shapes.values() for _, seq, wid in heap
+                     if (j := s._pending.get(wid)) is not None and j.seq == seq),
+                    key=lambda j: j.key,
+                )  # fmt: skip
+                for position, job in enumerate(jobs):
+                    ranked.append(job.id)
+                    project = phrase.get(job.project)
+                    if project is None:
+                        project = phrase[job.project] = view.project_phrase(job.project)
+                    if job.lane == 1:
+                        project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
+                    note = self.notes.get(job.id)
+                    if note is None and position:
+                        note = (
+                            f"behind {position} higher-ranked pending workload"
+                            f"{'' if position == 1 else 's'} in its queue; "
+                            + self._shape_phrase(job)
+                        )
+                    elif note is None:
+                        note = self._blocked_phrase(job) + (
+                            "; the free GPUs are taken or reserved by higher-ranked work"
+                        )
+                    self.result.reasons[job.id] = f"{project}; {note}"
+        self.result.order = ranked
