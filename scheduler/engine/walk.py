@@ -48,6 +48,7 @@ class Walk:
         self._worst: dict[str, tuple[int, float]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
         self._busy: dict[int, float] = {}
+        self._by_use: list[tuple[int, int, NodeRec]] | None = None
 
     # -- the walk
 
@@ -186,6 +187,7 @@ class Walk:
     def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
         self.s._start(job, recs, amounts, self.now)
+        self._by_use = None
         job.head_since = None
         job.fail_pos = -1
         self.view.started(job)
@@ -323,6 +325,7 @@ class Walk:
                 f"loses {words.gpu_hours(self._lost_of(victim))} of work"
             )
             s._stop(victim)
+            self._by_use = None
             view.evicted(victim)
             self.evicted.append(victim)
             self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
@@ -363,15 +366,11 @@ class Walk:
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
-        options = []
-        for rec in cap.nodes:
-            if rec.idx in reserved or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
-                continue
-            used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
-            options.append((used, rec.idx, rec))
+        options = [
+            o for o in self._nodes_by_use() if o[1] not in reserved and o[2].gpus >= job.per_node
+        ]
         if len(options) < job.nodes:
             return
-        options.sort(key=lambda o: (o[0], o[1]))
         # Emptiest first; among equally used nodes at the cut, the one whose work may be
         # preempted soonest (only those ties need the per-workload look).
         cut = options[job.nodes - 1][0]
@@ -381,6 +380,19 @@ class Walk:
             ties.sort(key=lambda o: (self._busy_until(o[2]), o[1]))
         for option in (sure + ties)[: job.nodes]:
             reserved[option[1]] = job.id
+
+    def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
+        """Healthy nodes as (GPUs in use, position, node), emptiest first; kept until a start
+        or an eviction changes them, so several gangs in one cycle share one sort."""
+        if self._by_use is None:
+            by_use = []
+            for rec in self.cap.nodes:
+                if rec.state == NodeState.HEALTHY:
+                    used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+                    by_use.append((used, rec.idx, rec))
+            by_use.sort(key=lambda o: (o[0], o[1]))
+            self._by_use = by_use
+        return self._by_use
 
     def _busy_until(self, rec: NodeRec) -> float:
         """When the last protected workload on ``rec`` becomes preemptible (cached a cycle)."""
