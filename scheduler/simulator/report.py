@@ -117,6 +117,7 @@ _ROWS: list[tuple[str, Callable[[dict], object], Callable[[object], str]]] = [
     ("hourly delivery (org)", lambda m: m["hourly_delivery_ratio"], _pct),
     ("worst team hourly", lambda m: m["worst_team_hourly_delivery_ratio"], _pct),
     ("occupancy", lambda m: m["occupancy"], _pct),
+    ("occupancy when oversubscribed", lambda m: m["occupancy_when_oversubscribed"], _pct),
     ("unbudgeted fraction", lambda m: m["unbudgeted_fraction"], _pct),
     ("debug wait p50", lambda m: m["queue_wait_seconds"]["debug"]["p50"], _secs),
     ("debug wait p90", lambda m: m["queue_wait_seconds"]["debug"]["p90"], _secs),
@@ -134,6 +135,7 @@ def comparison_rows(metrics: list[dict]) -> list[tuple[str, list[str]]]:
     rows.append(("policy", [m["policy"] for m in metrics]))
     rows.append(("wall seconds", [f"{m['wall_seconds']:.1f}" for m in metrics]))
     rows.append(("replay ends after", [_secs(m["simulated_seconds"]) for m in metrics]))
+    rows.append(("jobs never started", [_num(m["never_started"]) for m in metrics]))
     rows.append(("— whole replay —", ["" for _ in metrics]))
     rows.extend((label, [fmt(get(m)) for m in metrics]) for label, get, fmt in _ROWS)
     rows.append(("— submit window —", ["" for _ in metrics]))

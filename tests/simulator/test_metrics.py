@@ -141,3 +141,9 @@ def test_percentile_interpolates_between_ranks():
     assert percentile([5], 90) == 5
     assert percentile([0, 10], 90) == 9
     assert percentile([3, 1, 2, 4], 50) == 2.5
+
+
+def test_occupancy_when_oversubscribed_counts_only_hours_with_enough_demand(metrics):
+    # Hours 0 and 1: demand 8 + 2 >= 8 GPUs, all 8 busy; hour 2: demand 2 only.
+    assert metrics["oversubscribed_hours"] == 2
+    assert metrics["occupancy_when_oversubscribed"] == 1.0
