@@ -188,6 +188,7 @@ class Walk:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
         self.s._start(job, recs, amounts, self.now)
         self._by_use = None
+        self._busy.clear()
         job.head_since = None
         job.fail_pos = -1
         self.view.started(job)
@@ -326,6 +327,7 @@ class Walk:
             )
             s._stop(victim)
             self._by_use = None
+            self._busy.clear()
             view.evicted(victim)
             self.evicted.append(victim)
             self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
@@ -366,32 +368,27 @@ class Walk:
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
-        options = [
-            o for o in self._nodes_by_use() if o[1] not in reserved and o[2].gpus >= job.per_node
-        ]
-        if len(options) < job.nodes:
-            return
-        # Emptiest first; among equally used nodes at the cut, the one whose work may be
-        # preempted soonest (only those ties need the per-workload look).
-        cut = options[job.nodes - 1][0]
-        sure = [o for o in options if o[0] < cut]
-        ties = [o for o in options if o[0] == cut]
-        if len(sure) + len(ties) > job.nodes:
-            ties.sort(key=lambda o: (self._busy_until(o[2]), o[1]))
-        for option in (sure + ties)[: job.nodes]:
-            reserved[option[1]] = job.id
+        chosen: list[int] = []
+        for _, idx, rec in self._nodes_by_use():
+            if idx not in reserved and rec.gpus >= job.per_node:
+                chosen.append(idx)
+                if len(chosen) == job.nodes:
+                    for held in chosen:
+                        reserved[held] = job.id
+                    return
 
     def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
-        """Healthy nodes as (GPUs in use, position, node), emptiest first; kept until a start
-        or an eviction changes them, so several gangs in one cycle share one sort."""
+        """Healthy nodes as (GPUs in use, position, node): emptiest first, then the node whose
+        work becomes preemptible soonest, then name. Kept until a start or an eviction
+        changes them, so several gangs in one cycle share one sort."""
         if self._by_use is None:
-            by_use = []
+            keyed = []
             for rec in self.cap.nodes:
                 if rec.state == NodeState.HEALTHY:
                     used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
-                    by_use.append((used, rec.idx, rec))
-            by_use.sort(key=lambda o: (o[0], o[1]))
-            self._by_use = by_use
+                    keyed.append((used, self._busy_until(rec), rec.idx, rec))
+            keyed.sort(key=lambda o: (o[0], o[1], o[2]))
+            self._by_use = [(used, idx, rec) for used, _, idx, rec in keyed]
         return self._by_use
 
     def _busy_until(self, rec: NodeRec) -> float:
