@@ -8,6 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
+BENCH ?= tests/bench
 
 .PHONY: install run test lint format bench demo clean
 
@@ -40,7 +41,7 @@ format: install
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
-	$(PY) -m pytest tests/bench -p no:cacheprovider -o addopts="" -q $(PYTEST_ARGS)
+	$(PY) -m pytest $(BENCH) -p no:cacheprovider -o addopts="" -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) var/db.sqlite3 var/staticfiles
