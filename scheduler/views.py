@@ -24,11 +24,11 @@ from django.views.decorators.http import require_POST, require_safe
 
 from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
-from scheduler.api.views import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, workload_estimates
+from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
 from scheduler.services.workloads import workload_cancel, workload_submit

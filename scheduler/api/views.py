@@ -11,8 +11,7 @@ from __future__ import annotations
 import django_filters
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, IntegerField, Prefetch, Q, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -32,25 +31,12 @@ from scheduler.api.serializers import (
 )
 from scheduler.choices import NodeState, WorkloadState
 from scheduler.models import Node, NodeAgent, Run, Workload
+from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.workloads import workload_cancel, workload_submit
 
 # --- Visibility helpers -----------------------------------------------------------------------
-
-
-def visible_workloads(vis):
-    """Workloads of the projects ``vis`` sees (the one rule for lists, details and pages)."""
-    return Workload.objects.filter(project__in=vis.projects())
-
-
-def may_cancel(vis, workload: Workload) -> bool:
-    """The submitter, a PI of the workload's project, or an org admin of its organization."""
-    return (
-        (vis.user_id is not None and workload.submitted_by_id == vis.user_id)
-        or workload.project_id in vis.pi_project_ids
-        or workload.cluster.organization_id in vis.admin_org_ids
-    )
 
 
 def member_project(vis, ref: str) -> Project:
@@ -204,17 +190,6 @@ def _default_name(launch_spec: dict) -> str:
 
 
 # --- Nodes ------------------------------------------------------------------------------------
-
-
-def nodes_with_usage(queryset):
-    """Nodes annotated with the GPUs and the number of runs still open on them."""
-    open_runs = Q(run_nodes__run__ended_at__isnull=True)
-    return queryset.select_related("cluster").annotate(
-        gpus_in_use=Coalesce(
-            Sum("run_nodes__gpus", filter=open_runs), Value(0), output_field=IntegerField()
-        ),
-        running=Count("run_nodes", filter=open_runs),
-    )
 
 
 class NodeFilter(django_filters.FilterSet):

@@ -1,7 +1,7 @@
 """Estimated start of pending workloads: the engine run forward in virtual time from now.
 
 The estimate rebuilds the live engine exactly as a scheduling cycle does (the cycle's own
-``_read_state`` and ``_build_scheduler`` in ``scheduler/services/cycle.py``, so nodes,
+``cycle_state_read`` and ``cycle_scheduler_build`` in ``scheduler/services/cycle.py``, so nodes,
 running runs, pending workloads, the budget tree and the usage window are read one way
 only), then replays time forward on that copy — nothing is written. Assumptions, said
 plainly on the page as the caveat:
@@ -40,7 +40,7 @@ from scheduler.models import Run, SchedulingCycle, Workload
 
 # Why private names: the cycle module is the one place the live state is read; importing its
 # readers (instead of copying them) keeps the estimate and production on the same inputs.
-from scheduler.services.cycle import _build_scheduler, _read_state
+from scheduler.services.cycle import cycle_scheduler_build, cycle_state_read
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def cluster_estimate_compute(
     """
     now = now or timezone.now()
     policy = settings.SCHEDULER_POLICY
-    state = _read_state(cluster)
-    sched, usage, _running = _build_scheduler(cluster, state, now, policy)
+    state = cycle_state_read(cluster)
+    sched, usage, _running = cycle_scheduler_build(cluster, state, now, policy)
     t0 = now.timestamp()
     horizon = t0 + horizon_seconds
     estimate = ClusterEstimate(

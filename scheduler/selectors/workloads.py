@@ -4,11 +4,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from governance.models import Cluster
 from scheduler.choices import NodeState, WorkloadState
 from scheduler.models import Node, Run, SchedulingCycle, Workload
+
+
+def visible_workloads(vis) -> QuerySet[Workload]:
+    """Workloads of the projects ``vis`` sees (the one rule for lists, details and pages)."""
+    return Workload.objects.filter(project__in=vis.projects())
+
+
+def may_cancel(vis, workload: Workload) -> bool:
+    """The submitter, a PI of the workload's project, or an org admin of its organization."""
+    return (
+        (vis.user_id is not None and workload.submitted_by_id == vis.user_id)
+        or workload.project_id in vis.pi_project_ids
+        or workload.cluster.organization_id in vis.admin_org_ids
+    )
+
+
+def nodes_with_usage(queryset):
+    """Nodes annotated with the GPUs and the number of runs still open on them."""
+    open_runs = Q(run_nodes__run__ended_at__isnull=True)
+    return queryset.select_related("cluster").annotate(
+        gpus_in_use=Coalesce(
+            Sum("run_nodes__gpus", filter=open_runs), Value(0), output_field=IntegerField()
+        ),
+        running=Count("run_nodes", filter=open_runs),
+    )
 
 
 def workload_preemption_history(*, workload: Workload) -> QuerySet[Run]:

@@ -74,7 +74,11 @@ class _State:
     node_ids: dict[str, int] = field(default_factory=dict)
 
 
-def _read_state(cluster: Cluster) -> _State:
+def cycle_state_read(cluster: Cluster) -> _State:
+    """Read what a cycle needs of ``cluster`` from the database in a few queries.
+
+    Shared with the estimated-start selector so both see the cluster the same way.
+    """
     nodes = list(
         Node.objects.filter(cluster=cluster)
         .order_by("name")
@@ -123,7 +127,12 @@ def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
     )
 
 
-def _build_scheduler(cluster: Cluster, state: _State, now: datetime, policy: str):
+def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy: str):
+    """Build the engine's ``Scheduler`` from ``state``; return it, the window usage and running.
+
+    The live cycle and the estimated-start selector call this one function, so an estimate
+    starts from exactly the state the next cycle will see.
+    """
     budget = cluster_budget(cluster=cluster, at=now)
     window = float(settings.SCHEDULER_WINDOW_SECONDS)
     usage = {
@@ -402,8 +411,8 @@ def scheduling_cycle_run(
 
 def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> SchedulingCycle:
     """The body of a cycle, run under the cycle lock."""
-    state = _read_state(cluster)
-    sched, usage, running = _build_scheduler(cluster, state, now, policy)
+    state = cycle_state_read(cluster)
+    sched, usage, running = cycle_scheduler_build(cluster, state, now, policy)
     pending = sched.pending_count()
     result = sched.cycle(now.timestamp(), usage, explain=True)
     started: set[int] = set()
