@@ -135,8 +135,17 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The quick start runs a web server and in-process tasks on one file: wait for locks.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The quick start runs a web server and in-process tasks on one file. Take the write lock
+    # when a transaction begins (a deferred one that later upgrades fails at once with
+    # "database is locked" whatever the timeout), wait for it, and let readers run beside a
+    # writer (WAL).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Authentication (django-allauth) ----------------------------------------------------
