@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 from django.db import connection
 from django.test import override_settings
 
+from governance.celery import app as celery_app
 from scheduler.choices import OrderKind, WorkloadState
 from scheduler.models import Order, Run, SchedulingCycle, Workload
 from scheduler.services.cycle import scheduling_cycle_run
@@ -31,10 +33,18 @@ def cycle_lock_held(cluster_id: int) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_cycles_one_runs_and_the_other_skips():
     world = build_world()
-    workload_submit(
-        project=world.projects["budgeted"], cluster=world.cluster, name="job", gpus=8,
-        min_runtime_seconds=600, launch_spec={"command": ["true"]},
-    )  # fmt: skip
+    # The submit enqueues a cycle. Send it to a queue no worker reads: a session-wide worker
+    # started by an earlier test would otherwise run it and hold the lock first, making the
+    # holder below skip instead of the second cycle.
+    original_queue = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = f"unread-{uuid.uuid4().hex[:12]}"
+    try:
+        workload_submit(
+            project=world.projects["budgeted"], cluster=world.cluster, name="job", gpus=8,
+            min_runtime_seconds=600, launch_spec={"command": ["true"]},
+        )  # fmt: skip
+    finally:
+        celery_app.conf.task_default_queue = original_queue
     results = {}
 
     def first() -> None:
