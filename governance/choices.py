@@ -41,3 +41,21 @@ class DecisionAction(models.TextChoices):
     APPLY = "apply", "Applied"
     APPLY_FAILED = "apply_failed", "Could not apply"
     COMMENT = "comment", "Commented"
+
+
+class AuditAction(models.TextChoices):
+    """What an audit event records (``governance.models.AuditEvent``, docs/reliability.md)."""
+
+    SHARE_CHANGE = "share_change", "Share change"
+    APPROVAL_SUBMITTED = "approval_submitted", "Request submitted"
+    APPROVAL_APPROVED = "approval_approved", "Request approved"
+    APPROVAL_REJECTED = "approval_rejected", "Request rejected"
+    APPROVAL_WITHDRAWN = "approval_withdrawn", "Request withdrawn"
+    APPROVAL_APPLIED = "approval_applied", "Request applied"
+    NODE_DRAIN = "node_drain", "Node drained"
+    NODE_UNDRAIN = "node_undrain", "Node undrained"
+    NODE_DOWN = "node_down", "Node marked down"
+    NODE_UP = "node_up", "Node brought up"
+    RUN_PREEMPT_FORCED = "run_preempt_forced", "Forced preemption"
+    ROLE_GRANTED = "role_granted", "Role granted"
+    ROLE_REVOKED = "role_revoked", "Role revoked"

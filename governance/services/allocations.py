@@ -10,8 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Organization, Program, Project
-from governance.selectors.tree import ShareRow, node_key
+from governance.selectors.tree import ShareRow, node_key, share_at
 from governance.selectors.visibility import user_visibility
+from governance.services.audit import audit_share_change
 from governance.services.shares import check_siblings_fit, lock_parent, validate_change
 
 
@@ -32,7 +33,9 @@ def allocation_split(
     appended, never edited: ``valid_from`` defaults to now and may not lie in the past;
     ``valid_to`` makes a temporary grant after which the older share applies again. Bad input
     and a split that would push siblings past 100 % at any instant of the window raise a
-    ``ValidationError`` naming the field; nothing is written then.
+    ``ValidationError`` naming the field; nothing is written then. The change is recorded in
+    the audit trail (``share_change``, percent of each child before and after) in the same
+    transaction.
     """
     if not user_visibility(user=actor).can_manage(parent):
         raise PermissionDenied(f"Only a manager of {parent} may split it.")
@@ -54,7 +57,8 @@ def allocation_split(
     with transaction.atomic():
         lock_parent(parent)
         check_siblings_fit(parent=parent, cluster=cluster, new_rows=new_rows)
-        return [
+        before = {node: share_at(node=node, cluster=cluster, at=start) for node, _ in items}
+        rows = [
             Allocation.objects.create(
                 cluster=cluster,
                 program=node if isinstance(node, Program) else None,
@@ -67,3 +71,14 @@ def allocation_split(
             )
             for node, percent in items
         ]
+        audit_share_change(
+            actor=actor,
+            parent=parent,
+            cluster=cluster,
+            before=before,
+            after=dict(items),
+            valid_from=start,
+            valid_to=end,
+            reason=reason,
+        )
+        return rows

@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from governance.choices import ApprovalState, DecisionAction
+from governance.choices import ApprovalState, AuditAction, DecisionAction
 from governance.models import (
     Allocation,
     ApprovalDecision,
@@ -30,6 +30,7 @@ from governance.models import (
 )
 from governance.selectors.tree import share_at
 from governance.selectors.visibility import user_visibility
+from governance.services.audit import audit_record, audit_share_change
 from governance.services.shares import (
     PAST_GRACE,
     check_siblings_fit,
@@ -118,7 +119,11 @@ def _decide(
     from_state: str,
     comment: str,
 ) -> None:
-    """Move the request to ``to_state`` and append the decision (caller holds the row lock)."""
+    """Move the request to ``to_state`` and append the decision (caller holds the row lock).
+
+    Decisions that change the request's state (not its creation as a draft) also go to the
+    audit trail, in the same transaction.
+    """
     approval_request.state = to_state
     approval_request.save(update_fields=["state", "updated_at"])
     ApprovalDecision.objects.create(
@@ -129,6 +134,31 @@ def _decide(
         to_state=to_state,
         comment=comment or "",
     )
+    if action in AUDITED_DECISIONS:
+        audit_record(
+            action=AUDITED_DECISIONS[action],
+            organization_id=approval_request.organization_id,
+            actor=actor,
+            object_kind="approval_request",
+            object_id=approval_request.pk,
+            object_label=(
+                f"Request #{approval_request.pk} ({approval_request.parent} "
+                f"on {approval_request.cluster.name})"
+            ),
+            before={"state": from_state} if from_state else {},
+            after={"state": to_state},
+            reason=comment,
+        )
+
+
+# Decision → audit action (creating a draft changes nothing yet; a failed apply neither).
+AUDITED_DECISIONS = {
+    DecisionAction.SUBMIT: AuditAction.APPROVAL_SUBMITTED,
+    DecisionAction.APPROVE: AuditAction.APPROVAL_APPROVED,
+    DecisionAction.REJECT: AuditAction.APPROVAL_REJECTED,
+    DecisionAction.WITHDRAW: AuditAction.APPROVAL_WITHDRAWN,
+    DecisionAction.APPLY: AuditAction.APPROVAL_APPLIED,
+}
 
 
 def _locked(approval_request: ApprovalRequest, *, expected: tuple[str, ...]) -> ApprovalRequest:
@@ -224,13 +254,22 @@ def approval_approve(
         )
         _decide(fresh, actor, DecisionAction.APPROVE, ApprovalState.APPROVED, fresh.state, comment)
         if fresh.effective_from <= now:
-            _apply_locked(fresh, valid_from=start, set_by=actor)
+            _apply_locked(fresh, valid_from=start, set_by=actor, actor=actor)
     return fresh
 
 
-def _apply_locked(approval_request: ApprovalRequest, *, valid_from: datetime, set_by) -> None:
-    """Append the request's allocation rows and mark it applied (caller holds both locks)."""
-    for line in approval_request.lines.select_related("program", "project"):
+def _apply_locked(
+    approval_request: ApprovalRequest, *, valid_from: datetime, set_by, actor=None
+) -> None:
+    """Append the request's allocation rows and mark it applied (caller holds both locks).
+
+    The share change goes to the audit trail with ``actor`` (the approver when approving
+    applies at once; ``None``, the system, when the beat applies it at its date).
+    """
+    lines = list(approval_request.lines.select_related("program__organization", "project"))
+    cluster = approval_request.cluster
+    before = {line.node: share_at(node=line.node, cluster=cluster, at=valid_from) for line in lines}
+    for line in lines:
         Allocation.objects.create(
             cluster=approval_request.cluster,
             program=line.program,
@@ -242,6 +281,16 @@ def _apply_locked(approval_request: ApprovalRequest, *, valid_from: datetime, se
             reason=f"{approval_request.reason} (request #{approval_request.pk})",
             approval_request=approval_request,
         )
+    audit_share_change(
+        actor=actor,
+        parent=approval_request.parent,
+        cluster=cluster,
+        before=before,
+        after={line.node: line.percent for line in lines},
+        valid_from=valid_from,
+        valid_to=approval_request.effective_to,
+        reason=f"{approval_request.reason} (request #{approval_request.pk})",
+    )
     _decide(
         approval_request,
         None,

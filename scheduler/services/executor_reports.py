@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Case, F, IntegerField, Value, When
 from django.utils import timezone
 
+from governance.choices import AuditAction
 from governance.models import Cluster
 from scheduler.choices import (
     OPEN_ORDER_STATES,
@@ -28,6 +29,7 @@ from scheduler.choices import (
 )
 from scheduler.models import Node, NodeAgent, Order, Run
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
+from scheduler.services.nodes import node_state_audit
 from scheduler.services.runs import cycle_enqueue, run_end
 
 
@@ -100,6 +102,15 @@ def node_heartbeat(*, node: Node, now: datetime | None = None) -> Node:
             state_changed_at=now,
         )
         if revived:
+            node_state_audit(
+                node=node,
+                action=AuditAction.NODE_UP,
+                actor=None,
+                before=NodeState.DOWN,
+                after=NodeState.HEALTHY,
+                reason="Agent heartbeating again.",
+                now=now,
+            )
             cycle_enqueue(cluster_id=node.cluster_id)
         node.refresh_from_db()
     return node

@@ -14,25 +14,84 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from governance.choices import AuditAction
+from governance.models import Cluster
+from governance.services.audit import audit_record
 from scheduler.choices import NodeState, NodeStateSource, RunEndReason
 from scheduler.models import Node, Run
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 from scheduler.services.runs import cycle_enqueue, run_end
 
+# Node state reached → audit action (governance.services.audit).
+AUDIT_ACTIONS = {
+    NodeState.DRAINING: AuditAction.NODE_DRAIN,
+    NodeState.DOWN: AuditAction.NODE_DOWN,
+}
+
 
 def _set_state(
-    *, node: Node, allowed: tuple[str, ...], state: str, source: str, actor, reason: str, now
+    *,
+    node: Node,
+    allowed: tuple[str, ...],
+    state: str,
+    source: str,
+    actor,
+    reason: str,
+    now,
+    audit: str | None = None,
 ) -> bool:
-    """Compare-and-set the node's state; ``True`` when this call changed it."""
-    return (
-        Node.objects.filter(pk=node.pk, state__in=allowed).update(
-            state=state,
-            state_source=source,
-            state_reason=reason,
-            state_changed_at=now,
-            state_changed_by=actor,
-        )
-        == 1
+    """Compare-and-set the node's state; ``True`` when this call changed it.
+
+    A change is recorded in the audit trail (``audit``, default by the state reached) in
+    the caller's transaction, with the state before and after. The row lock taken to read
+    the state before is the one the update takes anyway, at the same point.
+    """
+    previous = (
+        Node.objects.select_for_update()
+        .filter(pk=node.pk, state__in=allowed)
+        .values_list("state", flat=True)
+        .first()
+    )
+    if previous is None:
+        return False
+    Node.objects.filter(pk=node.pk).update(
+        state=state,
+        state_source=source,
+        state_reason=reason,
+        state_changed_at=now,
+        state_changed_by=actor,
+    )
+    node_state_audit(
+        node=node,
+        action=audit or AUDIT_ACTIONS[state],
+        actor=actor,
+        before=previous,
+        after=state,
+        reason=reason,
+        now=now,
+    )
+    return True
+
+
+def node_state_audit(
+    *, node: Node, action: str, actor, before: str, after: str, reason: str, now: datetime
+) -> None:
+    """Record a change of a node's state in the audit trail (inside the change's transaction).
+
+    ``actor`` is ``None`` when the system changed it (heartbeat expiry or return).
+    """
+    cluster = Cluster.objects.only("organization_id", "name").get(pk=node.cluster_id)
+    audit_record(
+        action=action,
+        organization_id=cluster.organization_id,
+        actor=actor,
+        object_kind="node",
+        object_id=node.pk,
+        object_label=f"{node.name} ({cluster.name})",
+        before={"state": before},
+        after={"state": after},
+        reason=reason,
+        at=now,
     )
 
 
@@ -73,6 +132,7 @@ def node_undrain(*, node: Node, actor, now: datetime | None = None) -> Node:
             actor=actor,
             reason="Returned to service.",
             now=now,
+            audit=AuditAction.NODE_UNDRAIN,
         )
         node.refresh_from_db()
         if not changed and node.state == NodeState.DOWN:
@@ -136,6 +196,7 @@ def node_bring_up(*, node: Node, actor, now: datetime | None = None) -> Node:
             actor=actor,
             reason="Brought back up.",
             now=now,
+            audit=AuditAction.NODE_UP,
         ):
             cycle_enqueue(cluster_id=node.cluster_id)
         node.refresh_from_db()
@@ -174,6 +235,15 @@ def nodes_expire_heartbeats(*, now: datetime | None = None) -> list[Node]:
                 == 1
             )
             if changed:
+                node_state_audit(
+                    node=node,
+                    action=AuditAction.NODE_DOWN,
+                    actor=None,
+                    before=node.state,
+                    after=NodeState.DOWN,
+                    reason=f"No heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S}.",
+                    now=now,
+                )
                 _end_runs_on(node, now=now)
                 node.refresh_from_db()
                 expired.append(node)

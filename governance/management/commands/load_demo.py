@@ -41,6 +41,7 @@ from governance.services.approvals import (
     approval_reject,
     approval_request_create,
 )
+from governance.services.audit import audit_events_purge
 from governance.services.shares import check_siblings_fit, lock_parent
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_VCS
 
@@ -278,6 +279,8 @@ class Command(BaseCommand):
             with transaction.atomic():
                 organization = Organization.objects.filter(slug=ORGANIZATION["slug"]).first()
                 if organization:
+                    # The audit trail goes with the organization (the only purge it allows).
+                    audit_events_purge(organization=organization)
                     Allocation.objects.filter(cluster__organization=organization).delete()
                     ApprovalRequest.objects.filter(organization=organization).delete()
                     RoleAssignment.objects.filter(organization=organization).delete()
