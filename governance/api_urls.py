@@ -30,6 +30,7 @@ router.register("approval-requests", views.ApprovalRequestViewSet, basename="app
 urlpatterns = [
     path("token/", views.TokenView.as_view(), name="token"),
     *router.urls,
+    path("", include("governance.api.audit")),  # audit events, role assignments
     path("", include("governance.api.reports")),  # finance usage report (governance/api/reports.py)
     path("", include("scheduler.api_urls")),  # workloads, nodes, node agents (scheduler/api/)
 ]

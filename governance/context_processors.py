@@ -56,6 +56,10 @@ def navigation(request: HttpRequest) -> dict:
             )
     if vis.can_view_reports:  # finance and org admins (governance/views/reports.py)
         items.append({"label": "Usage report", "url": reverse("reports:usage"), "count": None})
+    if vis.admin_org_ids or vis.managed_program_ids:  # governance/views/roles.py
+        items.append({"label": "People", "url": reverse("people:roles"), "count": None})
+    if vis.admin_org_ids:  # the audit trail (governance/views/audit.py)
+        items.append({"label": "Audit", "url": reverse("audit:events"), "count": None})
     for item in items:
         url = item["url"]
         item["active"] = path == url if url == "/" else path.startswith(url)

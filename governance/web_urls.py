@@ -22,5 +22,7 @@ urlpatterns = [
     path("requests/<int:pk>/withdraw/", views.approval_withdraw_view, name="approval-withdraw"),
     path("dashboards/", include("governance.views.dashboards")),  # managers' dashboards
     path("reports/", include("governance.views.reports")),  # finance usage report
+    path("audit/", include("governance.views.audit")),  # the audit trail (org admins)
+    path("people/", include("governance.views.roles")),  # people and roles (managers)
     path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views.py)
 ]

@@ -7,7 +7,7 @@ Node agent endpoints (agent tokens only): ``agent/…``.
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from scheduler.api import agent, views
+from scheduler.api import agent, preemptions, views
 
 
 class Router(DefaultRouter):
@@ -28,5 +28,10 @@ urlpatterns = [
     path("agent/orders/fetch/", agent.OrdersFetchView.as_view(), name="agent-orders-fetch"),
     path("agent/orders/<int:order_id>/ack/", agent.OrderAckView.as_view(), name="agent-order-ack"),
     path("agent/runs/<int:run_id>/exit/", agent.RunExitView.as_view(), name="agent-run-exit"),
+    path(
+        "workloads/<int:pk>/preempt/",
+        preemptions.WorkloadPreemptView.as_view(),
+        name="workload-preempt",
+    ),
     *router.urls,
 ]

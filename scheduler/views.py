@@ -330,6 +330,9 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "workload": workload,
             "can_cancel": can_cancel,
+            # Operators may stop a running run now (scheduler/preemption_views.py).
+            "can_preempt": workload.state == WorkloadState.RUNNING
+            and vis.is_org_admin(workload.cluster.organization_id),
             "refresh": _live(request),
             "caveat": CAVEAT,
         },

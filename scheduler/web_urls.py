@@ -5,7 +5,7 @@ Names are in the ``scheduler`` namespace: ``scheduler:nodes``, ``scheduler:workl
 
 from django.urls import path
 
-from scheduler import views
+from scheduler import preemption_views, views
 
 app_name = "scheduler"
 
@@ -16,6 +16,11 @@ urlpatterns = [
     path("workloads/submit/", views.workload_submit_view, name="workload-submit"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:pk>/cancel/", views.workload_cancel_view, name="workload-cancel"),
+    path(
+        "workloads/<int:pk>/preempt/",
+        preemption_views.workload_preempt_view,
+        name="workload-preempt",
+    ),
     path("simulator/", views.simulator, name="simulator"),
     path("simulator/run/", views.simulation_create, name="simulation-create"),
     path("simulator/<int:pk>/", views.simulation_detail, name="simulation-detail"),
