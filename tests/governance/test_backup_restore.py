@@ -78,10 +78,13 @@ def owed_delivered_figures(*, user_id: int, cluster_id: int) -> str:
         "daily": [
             asdict(point)
             for point in usage_timeseries(
-                visibility=visibility, cluster=cluster, start=DAY_START, end=PERIOD_END,
+                visibility=visibility,
+                cluster=cluster,
+                start=DAY_START,
+                end=PERIOD_END,
                 bucket="day",
             )
-        ],  # fmt: skip
+        ],
     }
     return json.dumps(figures, default=str, sort_keys=True)
 
@@ -169,8 +172,10 @@ def test_backup_restored_into_a_fresh_database_gives_identical_owed_and_delivere
     world, admin = build_usage_world()
     # The world is not trivial: runs ended and were charged, entitlement was sampled.
     # alpha 8 GPUs x 90 min + beta 8 GPUs x 200 min + gamma 4 GPUs x 110 min (free lane).
-    assert ledger_total(world.cluster) == runs_total(world.cluster) == 8 * 90 * 60 + (
-        8 * 200 * 60 + 4 * 110 * 60
+    assert (
+        ledger_total(world.cluster)
+        == runs_total(world.cluster)
+        == 8 * 90 * 60 + (8 * 200 * 60 + 4 * 110 * 60)
     )
     before = owed_delivered_figures(user_id=admin.pk, cluster_id=world.cluster.pk)
     rows = json.loads(before)["tree_cluster"]
