@@ -322,9 +322,21 @@ class UsageRecord(models.Model):
 
     An interval never crosses an hour boundary (so the hourly rollup is a plain sum).
     Unique on ``(run, interval_start)``: a retried accounting task cannot charge twice.
+
+    Usage read from a scheduler this product governs but does not drive (a Slurm job, a
+    Kubernetes pod) has no ``run``: it carries ``source`` (``slurm``, ``prometheus``…) and
+    ``external_id`` (e.g. ``<slurm cluster>:<job id>``) instead, unique per
+    ``(cluster, source, external_id, interval_start)`` — see
+    ``scheduler.services.usage_external``. Every rollup, dashboard and report reads both kinds.
     """
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="usage_records")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records"
+    )
+    source = models.CharField(
+        max_length=20, blank=True, help_text="Empty for runs of the live loop; else slurm, …"
+    )
+    external_id = models.CharField(max_length=200, blank=True)
     project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
     cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
     interval_start = models.DateTimeField()
@@ -338,6 +350,18 @@ class UsageRecord(models.Model):
         ordering = ["interval_start", "id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "interval_start"], name="usage_run_interval"),
+            # Re-importing an external job (or a retried import) cannot charge twice; also
+            # serves "how far has this external job been charged" (max interval_end).
+            models.UniqueConstraint(
+                fields=["cluster", "source", "external_id", "interval_start"],
+                condition=Q(run__isnull=True),
+                name="usage_external_interval",
+            ),
+            models.CheckConstraint(
+                condition=Q(run__isnull=False, source="", external_id="")
+                | (Q(run__isnull=True) & ~Q(source="") & ~Q(external_id="")),
+                name="usage_run_or_external",
+            ),
             models.CheckConstraint(
                 condition=Q(charge__in=Charge.values), name="usage_charge_valid"
             ),
@@ -354,7 +378,8 @@ class UsageRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.gpu_seconds} GPU-s {self.charge} for run {self.run_id}"
+        whose = f"run {self.run_id}" if self.run_id else f"{self.source} {self.external_id}"
+        return f"{self.gpu_seconds} GPU-s {self.charge} for {whose}"
 
 
 class EntitlementRecord(models.Model):
@@ -543,3 +568,56 @@ class SimulationJob(models.Model):
 
     def __str__(self) -> str:
         return f"simulation #{self.pk} ({self.state})"
+
+
+class SlurmConnection(models.Model):
+    """How the product reaches the Slurm that schedules one of its clusters.
+
+    ``slurm_sync`` reconciles the cluster's budget tree into this Slurm's accounts,
+    associations and QOS; ``slurm_import_usage`` charges its jobs (read from ``sacct``) to
+    the usage ledger. Both run the Slurm client commands on this host: ``bin_dir`` is where
+    ``sacctmgr``/``sacct``/``sshare`` live (empty = ``PATH``) and ``slurm_conf`` is exported as
+    ``SLURM_CONF`` (empty = the host's default). Account names are ``account_prefix`` +
+    the tree's slugs, made safe for Slurm (``scheduler.adapters.slurm.names``).
+    ``usage_imported_until`` is the import cursor: the next scheduled import reads
+    ``sacct`` from a little before it. See docs/slurm.md.
+    """
+
+    cluster = models.OneToOneField(
+        "governance.Cluster", on_delete=models.CASCADE, related_name="slurm_connection"
+    )
+    slurm_cluster = models.CharField(
+        max_length=64, help_text="ClusterName in slurm.conf (sacctmgr's cluster=)."
+    )
+    bin_dir = models.CharField(
+        max_length=300, blank=True, help_text="Directory of sacctmgr/sacct; empty = PATH."
+    )
+    slurm_conf = models.CharField(
+        max_length=300, blank=True, help_text="Path exported as SLURM_CONF; empty = default."
+    )
+    account_prefix = models.CharField(
+        max_length=20, blank=True, help_text="Prepended to every account name we manage."
+    )
+    parent_account = models.CharField(
+        max_length=64, default="root", help_text="The Slurm account the organization sits under."
+    )
+    enabled = models.BooleanField(default=True, help_text="Scheduled sync and import run.")
+    remove_unknown = models.BooleanField(
+        default=False,
+        help_text="Scheduled syncs delete accounts under the organization that the tree lacks.",
+    )
+    usage_imported_until = models.DateTimeField(null=True, blank=True)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    last_sync_summary = models.TextField(blank=True)
+    last_import_at = models.DateTimeField(null=True, blank=True)
+    last_import_summary = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["slurm_cluster"], name="slurm_connection_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Slurm {self.slurm_cluster} for {self.cluster}"

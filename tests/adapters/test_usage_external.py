@@ -1,0 +1,205 @@
+"""The external usage service: idempotent by key, remainder-only, live charging rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from governance.models import Allocation
+from scheduler.models import EntitlementRecord, UsageHour, UsageRecord
+from scheduler.services.usage import usage_rebuild
+from scheduler.services.usage_external import (
+    DemandInterval,
+    usage_external_entitlement,
+    usage_external_record,
+)
+from tests.factories import ClusterFactory, ProgramFactory, ProjectFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2026, 3, 2, 10, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def tree():
+    """One cluster of 2 x 8 GPUs; program 100 %, project 25 % (4 GPUs), and one unbudgeted."""
+    cluster = ClusterFactory(nodes=2, gpus_per_node=8)
+    program = ProgramFactory(organization=cluster.organization)
+    budgeted = ProjectFactory(program=program)
+    unbudgeted = ProjectFactory(program=program)
+    user = UserFactory()
+    since = T0 - timedelta(days=1)
+    Allocation.objects.create(
+        cluster=cluster, program=program, percent=100, valid_from=since, set_by=user
+    )
+    Allocation.objects.create(
+        cluster=cluster, project=budgeted, percent=25, valid_from=since, set_by=user
+    )
+    return cluster, budgeted, unbudgeted
+
+
+def test_running_job_is_charged_to_now_then_only_the_remainder(tree):
+    cluster, project, _ = tree
+    args = {"cluster": cluster, "project": project, "source": "slurm", "external_id": "c:1"}
+    first = usage_external_record(
+        **args, start=T0, end=T0 + timedelta(minutes=10), gpus=2, now=T0 + timedelta(minutes=10)
+    )
+    assert (first.status, first.gpu_seconds) == ("created", Decimal(2 * 600))
+    again = usage_external_record(
+        **args, start=T0, end=T0 + timedelta(minutes=10), gpus=2, now=T0 + timedelta(minutes=11)
+    )
+    assert (again.status, again.gpu_seconds) == ("unchanged", 0)
+    # Finished at 11:10: 40 more minutes, split at the 11:00 hour boundary.
+    done = usage_external_record(
+        **args, start=T0, end=T0 + timedelta(minutes=40), gpus=2, now=T0 + timedelta(hours=1)
+    )
+    assert (done.status, done.gpu_seconds, done.rows) == ("created", Decimal(2 * 1800), 2)
+    total = sum(r.gpu_seconds for r in UsageRecord.objects.filter(external_id="c:1"))
+    assert total == 2 * 2400
+    hours = {h.hour: h.charged_gpu_seconds for h in UsageHour.objects.filter(project=project)}
+    assert hours == {
+        datetime(2026, 3, 2, 10, tzinfo=UTC): 2 * 1800,
+        datetime(2026, 3, 2, 11, tzinfo=UTC): 2 * 600,
+    }
+
+
+def test_usage_above_the_hourly_cap_is_burst_and_no_share_is_all_burst(tree):
+    cluster, project, unbudgeted = tree
+    start = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    # Cap: 25 % of 16 GPUs = 4 GPUs for the hour; 8 GPUs for the hour → half budgeted.
+    usage_external_record(
+        cluster=cluster,
+        project=project,
+        source="slurm",
+        external_id="c:2",
+        start=start,
+        end=start + timedelta(hours=1),
+        gpus=8,
+        now=start + timedelta(hours=1),
+    )
+    usage_external_record(
+        cluster=cluster,
+        project=unbudgeted,
+        source="slurm",
+        external_id="c:3",
+        start=start,
+        end=start + timedelta(minutes=6),
+        gpus=1,
+        now=start + timedelta(hours=1),
+    )
+    usage_external_record(
+        cluster=cluster,
+        project=project,
+        source="slurm",
+        external_id="c:4",
+        start=start,
+        end=start + timedelta(minutes=6),
+        gpus=1,
+        free=True,
+        now=start + timedelta(hours=1),
+    )
+    by_charge = {
+        (r.project_id, r.charge): r.gpu_seconds
+        for r in UsageRecord.objects.all()
+        if r.external_id in ("c:2", "c:3")
+    }
+    assert by_charge == {
+        (project.id, "budgeted"): 4 * 3600,
+        (project.id, "burst"): 4 * 3600,
+        (unbudgeted.id, "burst"): 360,
+    }
+    row = UsageHour.objects.get(project=project, hour=start)
+    assert (row.budgeted_gpu_seconds, row.burst_gpu_seconds, row.free_gpu_seconds) == (
+        4 * 3600,
+        4 * 3600,
+        360,
+    )
+
+
+def test_rebuild_gives_the_same_rollup_with_external_rows(tree):
+    cluster, project, _ = tree
+    usage_external_record(
+        cluster=cluster,
+        project=project,
+        source="slurm",
+        external_id="c:5",
+        start=T0,
+        end=T0 + timedelta(hours=2),
+        gpus=6,
+        now=T0 + timedelta(hours=2),
+    )
+    before = sorted(
+        UsageHour.objects.values_list("hour", "budgeted_gpu_seconds", "burst_gpu_seconds")
+    )
+    usage_rebuild(cluster=cluster)
+    after = sorted(
+        UsageHour.objects.values_list("hour", "budgeted_gpu_seconds", "burst_gpu_seconds")
+    )
+    assert before == after and len(before) == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("source", {"source": ""}),
+        ("external_id", {"external_id": ""}),
+        ("gpus", {"gpus": -1}),
+        ("end", {"end": T0 - timedelta(seconds=1)}),
+        ("end", {"end": T0 + timedelta(days=9)}),
+        ("start", {"start": T0.replace(tzinfo=None)}),
+    ],
+)
+def test_bad_input_names_the_field_and_writes_nothing(tree, field, change):
+    cluster, project, _ = tree
+    args = {
+        "cluster": cluster,
+        "project": project,
+        "source": "slurm",
+        "external_id": "c:6",
+        "start": T0,
+        "end": T0 + timedelta(minutes=5),
+        "gpus": 1,
+        "now": T0 + timedelta(hours=1),
+    } | change
+    with pytest.raises(ValueError, match=rf"^{field}:"):
+        usage_external_record(**args)
+    assert not UsageRecord.objects.exists()
+
+
+def test_project_of_another_organization_is_refused(tree):
+    cluster, _, _ = tree
+    stranger = ProjectFactory()
+    with pytest.raises(ValueError, match=r"^project:"):
+        usage_external_record(
+            cluster=cluster,
+            project=stranger,
+            source="slurm",
+            external_id="c:7",
+            start=T0,
+            end=T0 + timedelta(minutes=1),
+            gpus=1,
+            now=T0 + timedelta(hours=1),
+        )
+
+
+def test_entitlement_counts_demand_exactly_and_owed_is_capped(tree):
+    cluster, project, unbudgeted = tree
+    start = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    assert usage_external_entitlement(cluster=cluster, demand=[], until=start) == 0  # cursor
+    demand = [
+        DemandInterval(project.id, 2, start - timedelta(hours=3), start + timedelta(minutes=30)),
+        DemandInterval(unbudgeted.id, 1, start + timedelta(minutes=15), None),
+    ]
+    usage_external_entitlement(cluster=cluster, demand=demand, until=start + timedelta(hours=1))
+    rows = {r.project_id: r for r in EntitlementRecord.objects.all()}
+    assert rows[project.id].entitled_gpu_seconds == 4 * 3600  # 25 % of 16 GPUs
+    assert rows[project.id].demand_gpu_seconds == 2 * 1800
+    assert rows[project.id].demand_gpus == 2
+    assert rows[unbudgeted.id].entitled_gpu_seconds == 0
+    assert rows[unbudgeted.id].demand_gpu_seconds == 45 * 60
+    # Re-running up to the same instant writes nothing.
+    assert (
+        usage_external_entitlement(cluster=cluster, demand=demand, until=start + timedelta(hours=1))
+        == 0
+    )
