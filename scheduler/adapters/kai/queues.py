@@ -55,7 +55,8 @@ class TreeNode:
 
     ``slug`` names it in the queue name, ``name`` is the display name, ``share`` the percent
     of its parent (ignored for the root, which holds 100 %). Children in any order: they are
-    sorted by slug, so the output does not depend on how the caller read them.
+    sorted by slug, so the output does not depend on how the caller read them. ``id`` is the
+    database id when the tree was read from the database (the usage import needs it).
     """
 
     kind: str  # organization | program | project
@@ -63,6 +64,7 @@ class TreeNode:
     name: str
     share: Decimal = Decimal("100")
     children: tuple[TreeNode, ...] = ()
+    id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,24 @@ def queues_build(*, root: TreeNode, options: QueueOptions) -> list[KaiQueue]:
     add(root, None, (), HUNDRED, root_units, True)
     names_check([(q.name, f"{q.kind} {q.path}") for q in queues])
     return queues
+
+
+def queue_names(*, root: TreeNode, prefix: str) -> dict[str, TreeNode]:
+    """Every node's queue name → node, exactly as ``queues_build`` names them.
+
+    Shares play no part in names, so this works for any tree (also one with no shares) and
+    is how usage read back from KAI (labelled by queue name) finds its project.
+    """
+    found: list[tuple[str, TreeNode, str]] = []
+
+    def walk(node: TreeNode, slugs: tuple[str, ...]) -> None:
+        found.append((queue_name((prefix, *slugs)), node, "/".join(slugs) or node.slug))
+        for child in sorted(node.children, key=lambda c: c.slug):
+            walk(child, (*slugs, child.slug))
+
+    walk(root, ())
+    names_check([(name, f"{node.kind} {path}") for name, node, path in found])
+    return {name: node for name, node, _ in found}
 
 
 def _weight(share: Decimal) -> int:

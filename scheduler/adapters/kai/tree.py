@@ -36,12 +36,14 @@ def kai_tree_read(*, cluster: Cluster, at: datetime | None = None) -> TreeNode:
                 slug=program.slug,
                 name=program.name,
                 share=shares.get(node_key(program), ZERO),
+                id=program.pk,
                 children=tuple(
                     TreeNode(
                         kind="project",
                         slug=project.slug,
                         name=project.name,
                         share=shares.get(node_key(project), ZERO),
+                        id=project.pk,
                     )
                     for project in projects_by_program.get(program.pk, [])
                 ),
@@ -52,4 +54,5 @@ def kai_tree_read(*, cluster: Cluster, at: datetime | None = None) -> TreeNode:
         slug=organization.slug,
         name=organization.name,
         children=tuple(programs),
+        id=organization.pk,
     )
