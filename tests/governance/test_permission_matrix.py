@@ -237,6 +237,43 @@ def _comment(w, persona):
     return {"comment": "Permission matrix."}
 
 
+def _audit_event(organization):
+    """An audit event of ``organization`` (the trail is empty in a fresh world)."""
+    from governance.services.audit import audit_record
+
+    return audit_record(
+        action="share_change",
+        organization_id=organization.pk,
+        actor=None,
+        object_kind="organization",
+        object_id=organization.pk,
+        object_label=str(organization),
+        reason="Permission matrix.",
+    )
+
+
+def _researcher_role(w):
+    from governance.models import RoleAssignment
+
+    return {"pk": RoleAssignment.objects.get(user=w.p.researcher, project=w.p.project_a1).pk}
+
+
+def _pi_b_role(w):
+    from governance.models import RoleAssignment
+
+    return {"pk": RoleAssignment.objects.get(user=w.pi_b, project=w.p.project_b1).pk}
+
+
+def _api_grant(project) -> dict:
+    """Make the outsider a researcher of ``project``."""
+    return {
+        "user": "outsider",
+        "role": "researcher",
+        "scope": {"kind": "project", "id": project.pk},
+        "reason": "Permission matrix.",
+    }
+
+
 # Columns:                  org_admin program_manager pi researcher finance outsider anonymous
 ALL_SIGNED_IN = "200 200 200 200 200 200 403"
 SEEN_BY_ORG = "200 200 200 200 200 404 403"  # the personas' own org, cluster, Vision, Detection
@@ -573,6 +610,78 @@ DECISIONS: dict[str, Decision] = {
         other=_request_b,
         get_other="405 405 405 405 405 405 login",
         post_other="403 404 404 404 403 404 login",
+    ),
+    # --- Audit trail and roles (governance/api/audit.py, views/audit.py, views/roles.py) ---
+    # The audit trail: org admins only, their organization's events (another org's: 404).
+    "api:auditevent-list": Decision(get="200 403 403 403 403 403 403"),
+    "api:auditevent-detail": Decision(
+        url=lambda w: {"pk": _audit_event(w.p.organization).pk},
+        get="200 403 403 403 403 403 403",
+        other=lambda w: {"pk": _audit_event(w.foreign_organization).pk},
+        get_other="404 403 403 403 403 403 403",
+    ),
+    "audit:events": Decision(get="200 403 403 403 403 403 login"),
+    "audit:export": Decision(get="200 403 403 403 403 403 login"),
+    # Roles: org admins manage every role of their org; program managers PI and researcher
+    # roles on their program's projects (Translation is not theirs: 404); others 403.
+    "api:roleassignment-list": Decision(
+        get="200 200 403 403 403 403 403",
+        post="201 201 403 403 403 403 403",
+        payload=lambda w, _: _api_grant(w.p.project_a1),
+        payload_other=lambda w, _: _api_grant(w.p.project_b1),
+        post_other="201 404 403 403 403 403 403",
+    ),
+    "api:roleassignment-detail": Decision(
+        url=_researcher_role,
+        get="200 200 403 403 403 403 403",
+        other=_pi_b_role,
+        get_other="200 404 403 403 403 403 403",
+    ),
+    "api:roleassignment-revoke": Decision(
+        url=_researcher_role,
+        get="405 405 405 405 405 405 403",
+        post="204 204 403 403 403 403 403",
+        payload=lambda w, _: {"reason": "Permission matrix."},
+        other=_pi_b_role,
+        get_other="405 405 405 405 405 405 403",
+        post_other="204 404 403 403 403 403 403",
+    ),
+    "people:roles": Decision(
+        get="200 200 403 403 403 403 login",
+        post="302 302 403 403 403 403 login",
+        payload=lambda w, _: {
+            "username": "outsider",
+            "grant": f"researcher@project:{w.p.project_a1.pk}",
+            "reason": "Permission matrix.",
+        },
+    ),
+    "people:revoke": Decision(
+        url=_researcher_role,
+        get="405 405 405 405 405 405 login",
+        post="302 302 403 403 403 403 login",
+        other=_pi_b_role,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 403 403 403 403 login",
+    ),
+    # Forced preemption: operators (org admins) only. The matrix's workloads are pending, so
+    # the org admin's call is refused on ``state`` (400; the page redirects with the message).
+    "api:workload-preempt": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get="405 405 405 405 405 405 403",
+        post="400 403 403 403 403 404 403",
+        payload=lambda w, _: {"reason": "Permission matrix."},
+        other=lambda w: {"pk": w.workload_b.pk},
+        get_other="405 405 405 405 405 405 403",
+        post_other="400 404 404 404 403 404 403",
+    ),
+    "scheduler:workload-preempt": Decision(
+        url=lambda w: {"pk": w.workload_a.pk},
+        get="405 405 405 405 405 405 login",
+        post="302 403 403 403 403 404 login",
+        payload=lambda w, _: {"reason": "Permission matrix.", "confirm": "yes"},
+        other=lambda w: {"pk": w.workload_b.pk},
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 404 404 403 404 login",
     ),
 }
 
