@@ -15,6 +15,13 @@ tools) is reported and not charged. Each (queue, hour) is one external job of th
 ``scheduler.services.usage_external.usage_external_record`` (budgeted up to the project's
 hourly cap, burst above it), so a re-import of the same hours writes nothing.
 
+Owed needs demand (GPUs asked for, pending and running), which KAI does not export per queue.
+With ``demand_query`` — a PromQL expression giving GPUs requested per ``queue_name`` (e.g.
+from kube-state-metrics, docs/kubernetes.md) — the import also appends entitlement and demand
+through ``usage_external_entitlement`` (from the cluster's accounting cursor, first set to
+``since``), so owed and delivery ratios work as for the live loop. Without it, charged
+GPU-hours appear on every page but owed stays 0.
+
 The ledger counts whole GPUs; a fractional allocation (KAI's GPU sharing: 0.5 GPU for 60 s)
 is charged as the same GPU-seconds on whole GPUs over a shorter interval (1 GPU for 30 s),
 exact to the microsecond.
@@ -35,8 +42,14 @@ from governance.models import Cluster, Project
 from scheduler.adapters.kai.prometheus import Series, prometheus_query_range
 from scheduler.adapters.kai.queues import queue_names
 from scheduler.adapters.kai.tree import kai_tree_read
+from scheduler.models import AccountingCursor
 from scheduler.services.usage import gpu_seconds
-from scheduler.services.usage_external import UNCHANGED, usage_external_record
+from scheduler.services.usage_external import (
+    UNCHANGED,
+    DemandInterval,
+    usage_external_entitlement,
+    usage_external_record,
+)
 
 SOURCE = "kai"
 DEFAULT_METRIC = "kai_queue_allocated_gpus"
@@ -77,6 +90,7 @@ class KaiImportResult:
     already: int = 0
     unknown: dict[str, Decimal] = field(default_factory=dict)
     parents: set[str] = field(default_factory=set)
+    entitlement_rows: int = 0
 
     @property
     def total_gpu_seconds(self) -> Decimal:
@@ -151,6 +165,7 @@ def kai_usage_import(
     step_seconds: int = 60,
     prefix: str | None = None,
     metric: str = DEFAULT_METRIC,
+    demand_query: str | None = None,
     now: datetime | None = None,
 ) -> KaiImportResult:
     """Charge the GPUs KAI allocated to each project's queue in the whole hours of [since, until).
@@ -161,7 +176,8 @@ def kai_usage_import(
     Prometheus is read completely before anything is written, and everything is written in
     one transaction: an unreachable Prometheus (``PrometheusError``) or bad input
     (``ValueError`` naming the field) changes nothing. Re-running over the same hours
-    writes nothing (idempotent by queue and hour).
+    writes nothing (idempotent by queue and hour). With ``demand_query`` entitlement and
+    demand are appended too, from the accounting cursor (started at ``since``) to ``until``.
     """
     now = now or timezone.now()
     if until is None:
@@ -192,6 +208,26 @@ def kai_usage_import(
             result.parents.add(queue)
         else:
             leaf_pieces[queue] = pieces
+    demand: list[DemandInterval] = []
+    demand_since = since
+    if demand_query:
+        cursor = AccountingCursor.objects.filter(cluster=cluster).first()
+        if cursor is not None and cursor.accounted_until < since:
+            # Entitlement continues from the cursor: demand must be known from there on.
+            demand_since = max(floor_hour(cursor.accounted_until), until - MAX_RANGE)
+        demand = _demand_intervals(
+            prometheus_query_range(
+                url=prometheus_url,
+                query=demand_query,
+                start=demand_since,
+                end=until - timedelta(seconds=step_seconds),
+                step_seconds=step_seconds,
+            ),
+            names=names,
+            step_seconds=step_seconds,
+            since=demand_since,
+            until=until,
+        )
     projects = Project.objects.select_related("program").in_bulk([names[q].id for q in leaf_pieces])
     with transaction.atomic():
         for queue, by_hour in sorted(leaf_pieces.items()):
@@ -214,4 +250,30 @@ def kai_usage_import(
                     result.rows += done.rows
                     added += done.gpu_seconds
             result.charged[queue] = added
+        if demand_query:
+            # The first call only starts the cursor (the service's rule): start it at since.
+            usage_external_entitlement(cluster=cluster, demand=[], until=demand_since)
+            result.entitlement_rows = usage_external_entitlement(
+                cluster=cluster, demand=demand, until=until
+            )
     return result
+
+
+def _demand_intervals(
+    series: list[Series],
+    *,
+    names: dict,
+    step_seconds: int,
+    since: datetime,
+    until: datetime,
+) -> list[DemandInterval]:
+    """Demand of the tree's project queues as intervals of whole GPUs (others are ignored)."""
+    intervals = []
+    for one in series:
+        node = names.get(one.labels.get(QUEUE_LABEL, NO_LABEL))
+        if node is None or node.kind != "project":
+            continue
+        pieces = allocation_pieces(one.samples, step_seconds=step_seconds, since=since, until=until)
+        for hour_pieces in pieces.values():
+            intervals.extend(DemandInterval(node.id, p.gpus, p.start, p.end) for p in hour_pieces)
+    return intervals

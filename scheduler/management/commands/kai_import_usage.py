@@ -56,6 +56,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metric", default=DEFAULT_METRIC, help="Metric name (KAI's metrics namespace)."
         )
+        parser.add_argument(
+            "--demand-query",
+            help="PromQL giving GPUs requested per queue_name (pending + running); with it, "
+            "entitlement and demand are recorded too, so owed and delivery work.",
+        )
 
     def handle(self, *args, **options) -> None:
         cluster = cluster_lookup(options["cluster"])
@@ -71,6 +76,7 @@ class Command(BaseCommand):
                 step_seconds=options["step"],
                 prefix=options["prefix"],
                 metric=options["metric"],
+                demand_query=options["demand_query"],
                 now=now,
             )
         except PrometheusError as exc:
@@ -83,6 +89,8 @@ class Command(BaseCommand):
             f"{result.until:%Y-%m-%d %H:%M} UTC; {result.total_gpu_seconds / 3600:.3f} GPU-hours "
             f"charged in {result.rows} ledger rows; {result.already} pieces already charged"
         )
+        if options["demand_query"]:
+            self.stdout.write(f"  entitlement and demand: {result.entitlement_rows} rows")
         for queue, amount in sorted(result.charged.items()):
             self.stdout.write(f"  {queue}: {amount / 3600:.3f} GPU-hours")
         for queue, amount in sorted(result.unknown.items()):

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from scheduler.adapters.kai import prometheus
 from scheduler.adapters.kai.usage import Piece, allocation_pieces, kai_usage_import
-from scheduler.models import UsageRecord
+from scheduler.models import EntitlementRecord, UsageRecord
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +32,7 @@ class FakePrometheus:
 
     def __init__(self) -> None:
         self.timelines: dict[str, object] = {}
+        self.demand: dict[str, object] = {}  # answered for any query but the allocation one
         self.requests: list[dict] = []
         self.error: tuple[int, dict] | None = None
 
@@ -42,7 +43,8 @@ class FakePrometheus:
         start, end = float(params["start"]), float(params["end"])
         step = int(params["step"].rstrip("s"))
         result = []
-        for queue, timeline in sorted(self.timelines.items()):
+        timelines = self.timelines if "kai_queue_allocated_gpus" in params["query"] else self.demand
+        for queue, timeline in sorted(timelines.items()):
             values = []
             t = start
             while t <= end:
@@ -183,6 +185,43 @@ def test_a_second_import_of_the_same_hours_charges_nothing(personas, fake_promet
         (t0 + timedelta(hours=3)).isoformat(),
     )
     assert ledger(personas.project_a1) == {"budgeted": Decimal(3 * 7_200)}
+
+
+def test_demand_query_records_entitlement_and_demand_so_owed_works(personas, fake_prometheus):
+    t0 = hour_ago(3)
+    two_hours_of_traffic(fake_prometheus, t0)
+    # Detection asks for 4 GPUs (2 run, 2 wait) for both hours; Summaries for 1 GPU.
+    fake_prometheus.demand["h100-vision-detection"] = lambda t: "4"
+    fake_prometheus.demand["h100-language-summaries"] = lambda t: "1"
+    fake_prometheus.demand["default-queue"] = lambda t: "7"
+    args = (
+        "--cluster",
+        "h100",
+        "--prometheus",
+        fake_prometheus.url,
+        "--since",
+        t0.isoformat(),
+        "--until",
+        (t0 + timedelta(hours=2)).isoformat(),
+        "--demand-query",
+        'sum by (queue_name) (my_gpu_requests{phase=~"Pending|Running"})',
+    )
+    out = run(*args)
+    rows = EntitlementRecord.objects.filter(cluster=personas.cluster)
+    # Four budgeted projects x two hours.
+    assert rows.count() == 8 and "entitlement and demand: 8 rows" in out
+    detection = rows.filter(project=personas.project_a1).order_by("interval_start")
+    assert [r.interval_start for r in detection] == [t0, t0 + timedelta(hours=1)]
+    # Entitled 30 % x 32 GPUs x 3600 s = 34,560; demand 4 GPUs x 3600 s = 14,400.
+    assert [(r.entitled_gpu_seconds, r.demand_gpu_seconds) for r in detection] == [
+        (Decimal(34_560), Decimal(14_400))
+    ] * 2
+    summaries = rows.filter(project=personas.project_b2)
+    assert {r.demand_gpu_seconds for r in summaries} == {Decimal(3_600)}
+    assert fake_prometheus.requests[-1]["query"].startswith("sum by (queue_name)")
+    # Re-running writes no entitlement twice.
+    run(*args)
+    assert EntitlementRecord.objects.filter(cluster=personas.cluster).count() == 8
 
 
 def test_long_ranges_are_fetched_in_chunks_with_no_sample_twice(
