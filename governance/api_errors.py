@@ -78,3 +78,17 @@ def exception_handler(exc, context) -> Response | None:
         summary = messages[0] if field == "non_field_errors" else f"{field}: {messages[0]}"
         response.data = {"detail": summary, "errors": errors}
     return response
+
+
+def not_found(request, exception=None):
+    """The site's 404: JSON in the API's shape under ``/api/``, the HTML page elsewhere.
+
+    A URL under ``/api/`` that matches no route (an id with a dot or a slash in it, a typo)
+    never reaches DRF; an API client should still get the one error shape, not an HTML page.
+    """
+    from django.http import JsonResponse
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return page_not_found(request, exception)

@@ -253,7 +253,7 @@ REST_FRAMEWORK = {
         "governance.api.parsers.LimitedJSONParser",
         "governance.api.parsers.LimitedFormParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "governance.api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "governance.api_errors.exception_handler",
 }
@@ -266,6 +266,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Document the refusals (400/401/403/404/413) each operation can give (governance/api/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "governance.api.schema.add_error_responses",
+    ],
     # Several models have a "state"; name each enum after its model so the schema is unambiguous.
     "ENUM_NAME_OVERRIDES": {
         "WorkloadStateEnum": "scheduler.choices.WorkloadState",

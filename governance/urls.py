@@ -12,3 +12,6 @@ urlpatterns = [
     path("api/", include("governance.api_urls")),
     path("", include("governance.web_urls")),
 ]
+
+# JSON 404s under /api/ (an API client gets the API's error shape), the HTML page elsewhere.
+handler404 = "governance.api_errors.not_found"

@@ -12,6 +12,7 @@ from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -103,10 +104,23 @@ _PARAMETERS = [
 ]
 
 
+class FormatNegotiation(DefaultContentNegotiation):
+    """An unknown ``?format=`` is a 400 naming the parameter (DRF answers 404: no such page)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        wanted = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
+        if wanted and wanted not in {renderer.format for renderer in renderers}:
+            raise serializers.ValidationError(
+                {"format": [f"Unknown format {wanted!r}: use json, csv or xlsx."]}
+            )
+        return super().select_renderer(request, renderers, format_suffix)
+
+
 class UsageReportView(APIView):
     """GPU-hours budgeted, burst and free, and cost, per month x node x cluster."""
 
     renderer_classes = [renderers.JSONRenderer, CSVRenderer, XLSXRenderer]
+    content_negotiation_class = FormatNegotiation
 
     @extend_schema(
         summary="Finance usage report (JSON, CSV or XLSX)",
@@ -117,6 +131,7 @@ class UsageReportView(APIView):
             (200, XLSXRenderer.media_type): OpenApiResponse(
                 OpenApiTypes.BINARY, description="XLSX workbook"
             ),
+            404: OpenApiResponse(description="A program not visible to the caller"),
         },
     )
     def get(self, request):

@@ -1,0 +1,70 @@
+"""OpenAPI post-processing: document the error responses every operation can give.
+
+drf-spectacular documents only the success response of each operation, yet the API answers
+refusals with 400/401/403/404/413 in one shape (``governance/api_errors.py``). Without them in
+the schema a client (or the fuzzer, ``tests/reliability/test_fuzz_api.py``) cannot tell a
+documented refusal from a bug. The rules follow what the code can return:
+
+- 401 and 403: every operation that requires authentication (a missing, wrong or foreign
+  credential, or a role that may not do this);
+- 400: operations that take a request body or query parameters (input that fails validation);
+- 404: operations with path parameters or a request body (an object named in the path or
+  the body that does not exist or is not visible to the caller);
+- 413: operations that take a request body (``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+"""
+
+from __future__ import annotations
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "description": "A refusal: a sentence for a person, and the refused fields by path.",
+    "properties": {
+        "detail": {"type": "string"},
+        "errors": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "required": ["detail"],
+}
+DESCRIPTIONS = {
+    "400": "Invalid input; ``errors`` names each refused field.",
+    "401": "No valid credentials.",
+    "403": "Not allowed for this caller.",
+    "404": "No such object, or not visible to this caller.",
+    "413": "Request body too large.",
+}
+METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+def error_codes(operation: dict) -> list[str]:
+    """The error statuses ``operation`` can answer with, by the rules in the module doc."""
+    parameters = operation.get("parameters", [])
+    codes = []
+    if operation.get("security") != [{}] and operation.get("security") != []:
+        codes += ["401", "403"]
+    if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
+        codes.append("400")
+    if "requestBody" in operation or any(p.get("in") == "path" for p in parameters):
+        codes.append("404")
+    if "requestBody" in operation:
+        codes.append("413")
+    return codes
+
+
+def add_error_responses(result: dict, generator, request, public) -> dict:
+    """drf-spectacular post-processing hook: add the ``Error`` responses to every operation."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            for code in error_codes(operation):
+                responses.setdefault(code, {"description": DESCRIPTIONS[code]})
+            for code, response in responses.items():
+                # Error responses declared by a view (without a body) get the error shape too.
+                if code in DESCRIPTIONS and "content" not in response:
+                    response["content"] = reference
+    return result
