@@ -93,6 +93,8 @@ class AuditEventFilter(django_filters.FilterSet):
 
     def filter_queryset(self, queryset):
         data = self.form.cleaned_data
+        if data.get("since") and data.get("until") and data["until"] < data["since"]:
+            raise DjangoValidationError({"until": ["Must be on or after the first day."]})
         object_id = data.get("object_id")
         return audit_events_filter(
             queryset,
