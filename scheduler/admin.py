@@ -17,6 +17,7 @@ from scheduler.models import (
     Order,
     Run,
     SchedulingCycle,
+    SlurmConnection,
     UsageHour,
     UsageRecord,
     Workload,
@@ -66,8 +67,11 @@ class OrderAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["run", "project", "interval_start", "interval_end", "gpu_seconds", "charge"]
-    list_filter = ["cluster", "charge"]
+    list_display = [
+        "run", "source", "external_id", "project", "interval_start", "interval_end",
+        "gpu_seconds", "charge",
+    ]  # fmt: skip
+    list_filter = ["cluster", "charge", "source"]
     list_select_related = ["project"]
 
 
@@ -95,3 +99,15 @@ class SchedulingCycleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "preemptions", "orders",
     ]  # fmt: skip
     list_filter = ["cluster", "policy"]
+
+
+@admin.register(SlurmConnection)
+class SlurmConnectionAdmin(admin.ModelAdmin):
+    """Editable: configuration of a Slurm site (docs/slurm.md); the cursors are read-only."""
+
+    list_display = ["slurm_cluster", "cluster", "enabled", "last_sync_at", "last_import_at"]
+    list_filter = ["enabled"]
+    readonly_fields = [
+        "usage_imported_until", "last_sync_at", "last_sync_summary", "last_import_at",
+        "last_import_summary", "created_at",
+    ]  # fmt: skip
