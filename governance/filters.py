@@ -7,7 +7,11 @@ exist ("Select a valid choice"), and a filter can never widen a list.
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import django_filters
+from django import forms
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import HttpRequest
 
@@ -22,6 +26,57 @@ from governance.models import (
 )
 from governance.selectors.approvals import approval_inbox, approval_requests_by
 from governance.selectors.visibility import user_visibility
+
+
+class UTCIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 instant, converted to UTC here so the database never sees its offset.
+
+    PostgreSQL refuses offsets past +/-15:59 ("time zone displacement out of range"), which
+    Python accepts: a query such as ``active_at=1199-04-09T10:25+21:32`` was a 500 (found by the
+    API fuzzer). An instant that cannot be expressed in UTC is refused like a malformed one.
+    """
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError("Date and time out of range.", code="invalid") from None
+
+
+class UTCIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """``IsoDateTimeFilter`` with ``UTCIsoDateTimeField``."""
+
+    field_class = UTCIsoDateTimeField
+
+
+class StrictBooleanField(forms.Field):
+    """``true``/``false`` (or ``1``/``0``); anything else is refused, not read as "no filter".
+
+    django-filter's ``BooleanFilter`` turns an unknown value (``mine=yes``) into "no filter",
+    so the caller silently got every row (found by the API fuzzer).
+    """
+
+    VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        parsed = self.VALUES.get(str(value).strip().lower())
+        if parsed is None:
+            raise ValidationError("Use true or false.", code="invalid")
+        return parsed
+
+    def validate(self, value):
+        """``None`` (not given) is allowed: the filter is optional."""
+
+
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    """``BooleanFilter`` with ``StrictBooleanField``."""
+
+    field_class = StrictBooleanField
 
 
 def visibility_of(request: HttpRequest | None):
@@ -90,7 +145,7 @@ class AllocationFilter(django_filters.FilterSet):
     cluster = django_filters.ModelChoiceFilter(queryset=_visible("clusters"))
     program = django_filters.ModelChoiceFilter(queryset=_visible("programs"))
     project = django_filters.ModelChoiceFilter(queryset=_visible("projects"))
-    active_at = django_filters.IsoDateTimeFilter(method="filter_active_at")
+    active_at = UTCIsoDateTimeFilter(method="filter_active_at")
 
     class Meta:
         model = Allocation

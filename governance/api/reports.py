@@ -109,7 +109,7 @@ class FormatNegotiation(DefaultContentNegotiation):
 
     def select_renderer(self, request, renderers, format_suffix=None):
         wanted = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
-        if wanted and wanted not in {renderer.format for renderer in renderers}:
+        if wanted is not None and wanted not in {renderer.format for renderer in renderers}:
             raise serializers.ValidationError(
                 {"format": [f"Unknown format {wanted!r}: use json, csv or xlsx."]}
             )

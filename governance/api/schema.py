@@ -7,7 +7,8 @@ documented refusal from a bug. The rules follow what the code can return:
 
 - 401 and 403: every operation that requires authentication (a missing, wrong or foreign
   credential, or a role that may not do this);
-- 400: operations that take a request body or query parameters (input that fails validation);
+- 400: operations that take a request body or query parameters (input that fails validation),
+  and every write (a state change refused as such: submitting a request that is no draft);
 - 404: operations with path parameters or a request body (an object named in the path or
   the body that does not exist or is not visible to the caller);
 - 413: operations that take a request body (``DATA_UPLOAD_MAX_MEMORY_SIZE``).
@@ -37,13 +38,14 @@ DESCRIPTIONS = {
 METHODS = {"get", "post", "put", "patch", "delete"}
 
 
-def error_codes(operation: dict) -> list[str]:
+def error_codes(method: str, operation: dict) -> list[str]:
     """The error statuses ``operation`` can answer with, by the rules in the module doc."""
     parameters = operation.get("parameters", [])
     codes = []
     if operation.get("security") != [{}] and operation.get("security") != []:
         codes += ["401", "403"]
-    if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
+    takes_input = "requestBody" in operation or any(p.get("in") == "query" for p in parameters)
+    if takes_input or method != "get":
         codes.append("400")
     if "requestBody" in operation or any(p.get("in") == "path" for p in parameters):
         codes.append("404")
@@ -61,7 +63,7 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             if method not in METHODS:
                 continue
             responses = operation.setdefault("responses", {})
-            for code in error_codes(operation):
+            for code in error_codes(method, operation):
                 responses.setdefault(code, {"description": DESCRIPTIONS[code]})
             for code, response in responses.items():
                 # Error responses declared by a view (without a body) get the error shape too.

@@ -198,7 +198,8 @@ class NodeAgentSerializer(serializers.ModelSerializer):
     """An agent's credentials as listed: never the token itself, only its prefix."""
 
     cluster = serializers.PrimaryKeyRelatedField(read_only=True)
-    node = serializers.PrimaryKeyRelatedField(read_only=True)
+    # No node until the agent registers (the schema said "integer"; found by the API fuzzer).
+    node = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = NodeAgent

@@ -18,6 +18,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from governance.api.views import VisibilityMixin, resolve_visible
+from governance.filters import StrictBooleanFilter
 from governance.models import Cluster, Project
 from scheduler.api.serializers import (
     NodeActionSerializer,
@@ -88,7 +89,7 @@ class WorkloadFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(choices=WorkloadState.choices)
     project = django_filters.NumberFilter(field_name="project_id")
     cluster = django_filters.NumberFilter(field_name="cluster_id")
-    mine = django_filters.BooleanFilter(method="filter_mine")
+    mine = StrictBooleanFilter(method="filter_mine")
 
     class Meta:
         model = Workload

@@ -10,12 +10,15 @@ import yaml
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from scheduler.services.workloads import workload_submit
+
 pytestmark = pytest.mark.django_db
 
 
 def client_of(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
 
 
@@ -82,3 +85,79 @@ def test_the_schema_documents_the_refusals(db):
     }
     report = schema["paths"]["/api/reports/usage/"]["get"]["responses"]
     assert "404" in report  # a program the caller cannot see
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["0001-01-01T00:00:00%2B01:00", "not-a-date"],  # before year 1 in UTC; malformed
+)
+def test_an_impossible_active_at_is_a_400_naming_it(personas, value):
+    response = client_of(personas.org_admin).get(f"/api/allocations/?active_at={value}")
+    assert response.status_code == 400, response.content
+    assert "active_at" in response.json()["errors"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1199-04-09T10:25:42.43%2B21:32",  # the fuzzer's: PostgreSQL refused the offset (500)
+        "2000-01-01T10:00:00%2B15:00",
+    ],
+)
+def test_a_far_offset_is_read_as_its_utc_instant(personas, value):
+    # Both instants are long before the baseline shares (set 30 days ago): nothing in force.
+    response = client_of(personas.org_admin).get(f"/api/allocations/?active_at={value}")
+    assert response.status_code == 200, response.content
+    assert response.json()["count"] == 0
+    now = client_of(personas.org_admin).get("/api/allocations/?active_at=2100-01-01T00:00:00Z")
+    assert now.json()["count"] == 6  # the six baseline shares are open-ended
+
+
+@pytest.mark.parametrize("value", ["0.59", "yes", "maybe"])
+def test_an_unknown_boolean_is_a_400_not_no_filter(personas, value):
+    # The fuzzer's: mine=0.59 was read as "no filter" and listed everyone's workloads.
+    response = client_of(personas.researcher).get(f"/api/workloads/?mine={value}")
+    assert response.status_code == 400, response.content
+    assert "mine" in response.json()["errors"]
+
+
+@pytest.mark.parametrize(("value", "count"), [("true", 1), ("1", 1), ("false", 0), ("", 1)])
+def test_known_booleans_still_filter(personas, value, count):
+    workload_submit(
+        project=personas.project_a1,
+        cluster=personas.cluster,
+        name="mine",
+        gpus=1,
+        min_runtime_seconds=600,
+        launch_spec={"command": ["true"]},
+        submitted_by=personas.researcher,
+    )
+    response = client_of(personas.researcher).get(f"/api/workloads/?mine={value}")
+    assert response.status_code == 200
+    assert response.json()["count"] == count
+
+
+def test_an_empty_report_format_is_a_400(personas):
+    # The fuzzer's: ``format=`` (empty, outside the documented enum) was read as JSON.
+    response = client_of(personas.finance).get("/api/reports/usage/?format=")
+    assert response.status_code == 400
+    assert "format" in response.json()["errors"]
+
+
+def test_a_new_agent_token_matches_the_schema_before_its_node_registers(personas):
+    # The fuzzer's: "node": null in the 201, where the schema said "integer".
+    response = client_of(personas.org_admin).post(
+        "/api/node-agents/", {"cluster": personas.cluster.pk, "name": "gpu-01"}, format="json"
+    )
+    assert response.status_code == 201
+    assert response.json()["node"] is None
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    node = schema["components"]["schemas"]["NodeAgentCreated"]["properties"]["node"]
+    assert node.get("nullable") is True
+
+
+def test_a_refused_state_change_is_documented_as_a_400(db):
+    # The fuzzer's: submitting a request that is not a draft is a 400 the schema did not list.
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    submit = schema["paths"]["/api/approval-requests/{id}/submit/"]["post"]
+    assert "400" in submit["responses"]
