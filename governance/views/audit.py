@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import datetime
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -87,11 +88,36 @@ def _events(request: HttpRequest):
 
 
 def _readable(value) -> str:
+    """A stored value as the page shows it: "—" for none, instants in the site's zone."""
     if value is None:
         return "—"
     if isinstance(value, str):
+        if len(value) >= 19 and value[4] == "-" and value[10] == "T":
+            try:
+                instant = datetime.fromisoformat(value)
+            except ValueError:
+                return value
+            if instant.tzinfo is not None:
+                return f"{timezone.localtime(instant):%Y-%m-%d %H:%M:%S %Z}"
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def _diff(event) -> list[tuple[str, str, str, bool, bool]]:
+    """(key, before, after, before is empty, after is empty) as the page shows them.
+
+    Keys empty on both sides (an open-ended share's ``valid_to``) are left out; percents of
+    a share change get their unit.
+    """
+    rows = []
+    for key, before, after in audit_diff_rows(event):
+        if before is None and after is None:
+            continue
+        b, a = _readable(before), _readable(after)
+        if event.action == AuditAction.SHARE_CHANGE and key not in ("valid_from", "valid_to"):
+            b, a = (f"{v}\u00a0%" if v != "—" else v for v in (b, a))
+        rows.append((key.replace("_", " "), b, a, before is None, after is None))
+    return rows
 
 
 @login_required
@@ -103,7 +129,8 @@ def audit_events_page(request: HttpRequest) -> HttpResponse:
         return render(request, "governance/audit.html", {"form": form, "page": None}, status=400)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     for event in page.object_list:
-        event.diff = [(k, _readable(b), _readable(a)) for k, b, a in audit_diff_rows(event)]
+        event.diff = _diff(event)
+        event.kind_text = event.object_kind.replace("_", " ")
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -43,7 +43,7 @@ class RoleGrantForm(forms.Form):
     def __init__(self, *args, options, **kwargs):
         super().__init__(*args, **kwargs)
         self.options = {f"{role}@{key}": (role, scope) for role, key, scope in options}
-        self.fields["grant"].choices = [
+        self.fields["grant"].choices = [("", "Choose a role and where…")] + [
             (value, f"{role_label(role)} — {scope_label(scope)}")
             for value, (role, scope) in self.options.items()
         ]
