@@ -82,7 +82,7 @@ class AuditEventFilter(django_filters.FilterSet):
     since = django_filters.DateFilter(method="_noop", help_text="First day, included.")
     until = django_filters.DateFilter(method="_noop", help_text="Last day, included.")
     object_kind = django_filters.CharFilter(method="_noop", max_length=30)
-    object_id = django_filters.NumberFilter(method="_noop", min_value=0)
+    object_id = django_filters.NumberFilter(method="_noop", min_value=0, max_value=2**63 - 1)
 
     class Meta:
         model = AuditEvent
@@ -96,6 +96,8 @@ class AuditEventFilter(django_filters.FilterSet):
         if data.get("since") and data.get("until") and data["until"] < data["since"]:
             raise DjangoValidationError({"until": ["Must be on or after the first day."]})
         object_id = data.get("object_id")
+        if object_id is not None and object_id != int(object_id):
+            raise DjangoValidationError({"object_id": ["Must be a whole number."]})
         return audit_events_filter(
             queryset,
             query=AuditFilter(

@@ -59,7 +59,7 @@ def audit_events_filter(
         events = events.filter(actor__username=query.actor)
     if query.since:
         events = events.filter(at__gte=_day_start(query.since))
-    if query.until:
+    if query.until and query.until < date.max:  # the last day there is: no upper bound
         events = events.filter(at__lt=_day_start(query.until + timedelta(days=1)))
     if query.object_kind:
         events = events.filter(object_kind=query.object_kind)
