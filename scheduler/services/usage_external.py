@@ -193,6 +193,7 @@ def usage_external_entitlement(
     cluster: Cluster,
     demand: Iterable[DemandInterval],
     until: datetime | None = None,
+    start: datetime | None = None,
 ) -> int:
     """Append entitlement and demand of ``cluster`` from its accounting cursor to ``until``.
 
@@ -200,15 +201,18 @@ def usage_external_entitlement(
     every budgeted project; demand = Σ GPUs x overlap of the ``demand`` intervals (what the
     external scheduler's jobs asked for between submit and end), exactly, per hour piece.
     Owed per hour is then min(entitled, demand), as for the live loop. The first call only
-    starts the cursor (nothing before it is known). Returns the rows written.
+    starts the cursor at ``start`` (default ``until``: nothing before it is known) and
+    accounts from there. Returns the rows written.
     """
     until = until or timezone.now()
     _check_instant(until, "until")
+    if start is not None:
+        _check_instant(start, "start")
     with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
-        cursor, created = AccountingCursor.objects.select_for_update().get_or_create(
-            cluster=cluster, defaults={"accounted_until": until}
+        cursor, _ = AccountingCursor.objects.select_for_update().get_or_create(
+            cluster=cluster, defaults={"accounted_until": min(start or until, until)}
         )
-        if created or cursor.accounted_until >= until:
+        if cursor.accounted_until >= until:
             return 0
         since = cursor.accounted_until
         effective = cluster_budget(cluster=cluster, at=until).effective

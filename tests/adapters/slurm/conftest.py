@@ -1,0 +1,43 @@
+"""A real Slurm for the adapter's tests, started once per session and stopped at its end.
+
+Fails (never skips) when the Slurm or munge programs are missing: the adapter's promise is
+tested against the real thing or not at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.slurm.daemons import INSTALL_HINT, SlurmTestCluster, missing_binaries
+from tests.personas import personas  # noqa: F401 - the fixture
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker of tests that build the tree in Slurm from nothing."""
+    config.addinivalue_line(
+        "markers", "fresh_slurm_tree: the test's accounts get a prefix of their own"
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A running one-node Slurm (8 GPUs as gres) with slurmdbd accounting; yields its handle."""
+    missing = missing_binaries()
+    if missing:
+        pytest.fail(
+            f"Slurm tests need {', '.join(missing)}: install the packages slurm-wlm, slurmdbd "
+            f"and munge (`{INSTALL_HINT}`) and a MariaDB at 127.0.0.1:3306.",
+            pytrace=False,
+        )
+    root = Path(tempfile.mkdtemp(prefix="gov-slurm-"))
+    cluster = SlurmTestCluster(root)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,300 @@
+"""The Slurm adapter against a real Slurm (slurmctld, slurmd, slurmdbd, munge) it starts.
+
+Each test syncs the personas' tree under its own account prefix, so tests sharing the one
+Slurm of the session never see each other's accounts. Expected values come from the tree's
+literal shares and from Slurm's own commands (``sacctmgr``, ``sshare``, ``sacct``) read here,
+never from the code under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import UTC, datetime
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import Sum
+
+from scheduler.models import EntitlementRecord, SlurmConnection, UsageHour, UsageRecord
+from tests.adapters.slurm.daemons import submit, wait_state
+from tests.factories import UserFactory, researcher_of
+
+pytestmark = pytest.mark.django_db(transaction=False)
+_prefixes = itertools.count(1)
+DONE = {"COMPLETED"}
+
+
+@pytest.fixture
+def site(request, personas, slurm):
+    """The personas' cluster connected to the test Slurm, with root as a member of A1.
+
+    Account names come from slugs, so tests using the shared prefix ``s`` find the tree
+    already in Slurm (a sync then changes nothing: fast). A test marked ``fresh_slurm_tree``
+    gets a prefix of its own, so it builds the tree from nothing. Tests that change Slurm by
+    hand put it back.
+    """
+    fresh = request.node.get_closest_marker("fresh_slurm_tree") is not None
+    prefix = f"t{next(_prefixes)}" if fresh else "s"
+    connection = SlurmConnection.objects.create(
+        cluster=personas.cluster,
+        slurm_cluster=slurm.name,
+        slurm_conf=str(slurm.conf),
+        account_prefix=prefix,
+    )
+    # Jobs are submitted as root (the test process): root is a researcher of Detection.
+    researcher_of(personas.project_a1, UserFactory(username="root"))
+    names = {
+        "org": f"{prefix}acme",
+        "vision": f"{prefix}acme_vision",
+        "language": f"{prefix}acme_language",
+        "detection": f"{prefix}vision_detection",
+        "segmentation": f"{prefix}vision_segmentation",
+        "translation": f"{prefix}language_translation",
+        "summaries": f"{prefix}language_summaries",
+        "free": f"{prefix}acme-free",
+        "min1h": f"{prefix}acme-min1h",
+    }
+    return personas, connection, names
+
+
+def run(command: str, *args: str) -> str:
+    out = StringIO()
+    call_command(command, *args, stdout=out)
+    return out.getvalue()
+
+
+def associations(slurm) -> dict[tuple[str, str], dict[str, str]]:
+    """``sacctmgr show assoc`` of the test cluster: (account, user) → fields."""
+    out = slurm.run(
+        "sacctmgr", "-P", "-n", "show", "assoc", f"cluster={slurm.name}",
+        "format=Account,User,ParentName,Fairshare,QOS,DefaultQOS",
+    )  # fmt: skip
+    rows = {}
+    for line in out.splitlines():
+        account, user, parent, fairshare, qos, default_qos = line.split("|")
+        rows[(account, user)] = {
+            "parent": parent, "fairshare": fairshare, "qos": qos, "default_qos": default_qos,
+        }  # fmt: skip
+    return rows
+
+
+def sacct_gpu_seconds(slurm, jobs: list[str]) -> dict[str, int]:
+    """GPUs x elapsed seconds per job, read from ``sacct`` here (not by the adapter)."""
+    out = slurm.run(
+        "sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "--format=JobIDRaw,ElapsedRaw,AllocTRES"
+    )
+    result = {}
+    for line in out.splitlines():
+        job, elapsed, tres = line.split("|")
+        gpus = re.search(r"gres/gpu=(\d+)", tres)
+        result[job] = int(elapsed) * (int(gpus.group(1)) if gpus else 0)
+    return result
+
+
+def ledger(slurm, job: str) -> Decimal:
+    total = UsageRecord.objects.filter(source="slurm", external_id=f"{slurm.name}:{job}")
+    return total.aggregate(s=Sum("gpu_seconds"))["s"] or Decimal(0)
+
+
+@pytest.mark.fresh_slurm_tree
+def test_sync_builds_the_tree_in_slurm_and_a_second_sync_changes_nothing(site, slurm):
+    _, _, n = site
+    out = run("slurm_sync", "--cluster", slurm.name)
+    assert "change(s)" in out
+    assoc = associations(slurm)
+    # Parents as in the tree; Fairshare = share in hundredths of a percent (60 % → 6000).
+    expected = {
+        n["org"]: ("root", None),
+        n["vision"]: (n["org"], "6000"),
+        n["language"]: (n["org"], "4000"),
+        n["detection"]: (n["vision"], "5000"),
+        n["segmentation"]: (n["vision"], "3000"),
+        n["translation"]: (n["language"], "7000"),
+        n["summaries"]: (n["language"], "3000"),
+    }
+    for account, (parent, fairshare) in expected.items():
+        row = assoc[(account, "")]
+        assert row["parent"] == parent, account
+        if fairshare is not None:
+            assert row["fairshare"] == fairshare, account
+    # QOS: held by the organization (children inherit), default the shortest charged class.
+    assert set(assoc[(n["detection"], "")]["qos"].split(",")) >= {n["free"], n["min1h"]}
+    assert assoc[(n["org"], "")]["default_qos"] == n["min1h"]
+    qos = slurm.run(
+        "sacctmgr", "-P", "-n", "show", "qos", f"name={n['free']},{n['min1h']}",
+        "format=Name,UsageFactor,PreemptExemptTime,Preempt",
+    )  # fmt: skip
+    rows = {line.split("|")[0]: line.split("|") for line in qos.splitlines()}
+    assert float(rows[n["free"]][1]) == 0.0
+    assert rows[n["min1h"]][2] == "01:00:00" and rows[n["min1h"]][3] == n["free"]
+    # Project members (PI, researcher) are users of the project's account; managers are not.
+    users = {user for (account, user) in assoc if account == n["detection"] and user}
+    assert users == {"pi", "researcher", "root"}
+    assert not any(user == "program_manager" for (_, user) in assoc)
+    # sshare shows the same tree with the same raw shares.
+    share_rows = slurm.run("sshare", "-P", "-n", "-a", "-o", "Account,User,RawShares")
+    raw = {
+        line.split("|")[0].strip(): line.split("|")[2]
+        for line in share_rows.splitlines()
+        if not line.split("|")[1]
+    }
+    assert raw[n["vision"]] == "6000" and raw[n["summaries"]] == "3000"
+
+    again = run("slurm_sync", "--cluster", slurm.name)
+    assert "no changes" in again
+
+
+def test_a_hand_made_drift_is_reported_then_repaired(site, slurm):
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    slurm.run(
+        "sacctmgr", "-i", "modify", "account", f"name={n['vision']}", f"cluster={slurm.name}",
+        "set", "fairshare=1",
+    )  # fmt: skip
+    assert associations(slurm)[(n["vision"], "")]["fairshare"] == "1"
+    noop = run("slurm_sync", "--cluster", slurm.name, "--noop")
+    assert f"modify account {n['vision']}: Fairshare 1 → 6000" in noop
+    assert associations(slurm)[(n["vision"], "")]["fairshare"] == "1"  # --noop changed nothing
+    run("slurm_sync", "--cluster", slurm.name)
+    assert associations(slurm)[(n["vision"], "")]["fairshare"] == "6000"
+    assert "no changes" in run("slurm_sync", "--cluster", slurm.name)
+
+
+def test_jobs_are_charged_as_sacct_reports_and_a_reimport_adds_nothing(site, slurm):
+    tree, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    jobs = [
+        submit(slurm, account=n["detection"], gpus=2, seconds=2),
+        submit(slurm, account=n["detection"], gpus=3, seconds=1),
+        submit(slurm, account=n["detection"], gpus=1, seconds=2, qos=n["free"]),
+    ]
+    for job in jobs:
+        wait_state(slurm, job, DONE)
+    out = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert "3 charged" in out
+    expected = sacct_gpu_seconds(slurm, jobs)
+    assert all(expected[job] > 0 for job in jobs)
+    for job in jobs:
+        assert ledger(slurm, job) == expected[job]
+    # Charged to Detection; the free-QOS job in the free lane.
+    rows = UsageRecord.objects.filter(source="slurm")
+    assert set(rows.values_list("project_id", flat=True)) == {tree.project_a1.id}
+    free = rows.filter(charge="free").aggregate(s=Sum("gpu_seconds"))["s"]
+    assert free == expected[jobs[2]]
+    # The hourly rollup every dashboard and report reads holds the same GPU-seconds.
+    hours = UsageHour.objects.filter(project=tree.project_a1).aggregate(
+        b=Sum("budgeted_gpu_seconds"), u=Sum("burst_gpu_seconds"), f=Sum("free_gpu_seconds")
+    )
+    assert hours["b"] + hours["u"] + hours["f"] == sum(expected.values())
+    # Owed: entitlement and demand rows for Detection from the import period on.
+    assert EntitlementRecord.objects.filter(project=tree.project_a1).exists()
+
+    count = UsageRecord.objects.count()
+    again = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert "0 charged" in again
+    assert UsageRecord.objects.count() == count
+
+
+def test_a_running_job_is_charged_to_now_and_completed_later(site, slurm):
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    job = submit(slurm, account=n["detection"], gpus=2, seconds=5)
+    wait_state(slurm, job, {"RUNNING"})
+    start_text = slurm.run("sacct", "-X", "-n", "-P", "-j", job, "--format=Start").strip()
+    start = datetime.fromisoformat(start_text).replace(tzinfo=UTC)
+    until = datetime.now(UTC).replace(microsecond=0)
+    while until <= start:  # at least one second of running
+        until = datetime.now(UTC).replace(microsecond=0)
+    run("slurm_import_usage", "--cluster", slurm.name, "--since", since, "--until",
+        until.isoformat())  # fmt: skip
+    assert ledger(slurm, job) == 2 * int((until - start).total_seconds())
+    wait_state(slurm, job, DONE)
+    run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert ledger(slurm, job) == sacct_gpu_seconds(slurm, [job])[job]
+
+
+def test_unknown_account_is_reported_kept_and_its_jobs_not_charged(site, slurm):
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    stray = f"{n['org']}_stray"
+    slurm.run("sacctmgr", "-i", "add", "account", stray, f"parent={n['org']}",
+              f"cluster={slurm.name}")  # fmt: skip
+    slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={stray}",
+              f"cluster={slurm.name}")  # fmt: skip
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    job = submit(slurm, account=stray, gpus=1, seconds=1)
+    out = run("slurm_sync", "--cluster", slurm.name)
+    assert f"unknown account {stray}" in out
+    assert (stray, "") in associations(slurm)  # kept without --remove-unknown
+    wait_state(slurm, job, DONE)
+    imported = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert f"job {job} account {stray}" in imported
+    assert ledger(slurm, job) == 0
+    run("slurm_sync", "--cluster", slurm.name, "--remove-unknown")
+    assert (stray, "") not in associations(slurm)
+
+
+def test_a_refused_change_stops_the_sync_and_reports_what_was_and_was_not_applied(site, slurm):
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    stray = f"{n['org']}_busy"
+    slurm.run("sacctmgr", "-i", "add", "account", stray, f"parent={n['org']}",
+              f"cluster={slurm.name}")  # fmt: skip
+    slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={stray}",
+              f"cluster={slurm.name}")  # fmt: skip
+    job = submit(slurm, account=stray, gpus=1, seconds=20)
+    wait_state(slurm, job, {"RUNNING"})
+    slurm.run("sacctmgr", "-i", "modify", "account", f"name={n['language']}",
+              f"cluster={slurm.name}", "set", "fairshare=7")  # fmt: skip
+    # Slurm refuses to remove an account with a running job; the fairshare repair comes first.
+    with pytest.raises(CommandError, match=r"stopped after \d+ of \d+ change"):
+        run("slurm_sync", "--cluster", slurm.name, "--remove-unknown")
+    assoc = associations(slurm)
+    assert assoc[(n["language"], "")]["fairshare"] == "4000"  # applied
+    assert (stray, "") in assoc  # refused, still there
+    summary = SlurmConnection.objects.get(slurm_cluster=slurm.name).last_sync_summary
+    assert f"refused: remove account {stray}" in summary
+    assert "active" in summary.lower()  # Slurm's own reason is passed on
+    slurm.run("scancel", job)
+    wait_state(slurm, job, {"CANCELLED"})
+    run("slurm_sync", "--cluster", slurm.name, "--remove-unknown")  # put Slurm back
+
+
+@pytest.mark.fresh_slurm_tree
+def test_unreachable_slurm_is_a_clear_error_and_changes_nothing(site, slurm, tmp_path):
+    _, connection, n = site
+    closed_port = tmp_path / "slurm.conf"
+    conf = slurm.conf.read_text()
+    conf = re.sub(r"AccountingStoragePort=\d+", "AccountingStoragePort=1", conf)
+    closed_port.write_text(conf)
+    connection.slurm_conf = str(closed_port)
+    connection.save()
+    with pytest.raises(CommandError, match=r"Slurm: .*nothing was changed"):
+        run("slurm_sync", "--cluster", slurm.name)
+    assert (n["org"], "") not in associations(slurm)
+    with pytest.raises(CommandError, match=r"Slurm: .*nothing was charged"):
+        run("slurm_import_usage", "--cluster", slurm.name, "--since", "2026-01-01T00:00:00Z")
+    assert not UsageRecord.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "nowhere"], "--cluster: no Slurm connection"),
+        (["--since", "yesterday"], "--since: 'yesterday' is not an ISO date-time"),
+        (["--since", "2026-01-01T00:00:00"], "--since: .* has no timezone"),
+        (["--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"], "since: "),
+    ],
+)
+def test_import_bad_input_names_the_option(site, slurm, args, message):
+    base = {"--cluster": slurm.name, "--since": "2026-01-01T00:00:00Z"}
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    argv = [x for k, v in (base | given).items() for x in (k, v)]
+    with pytest.raises(CommandError, match=message):
+        run("slurm_import_usage", *argv)
+    assert not UsageRecord.objects.exists()
