@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 import plotly
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -62,7 +63,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-do-not-use-in-production"
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
+# An empty SECRET_KEY counts as unset: refused below, not a server that fails on first use.
+SECRET_KEY = env_str("SECRET_KEY") or DEV_SECRET_KEY
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY is the development default while DEBUG=false. "
@@ -92,12 +94,14 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
+    "csp",
     "governance",
     "scheduler",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -123,6 +127,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "governance.context_processors.navigation",
+                "csp.context_processors.nonce",
             ],
         },
     },
@@ -238,6 +243,51 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+
+# --- Content Security Policy (django-csp 4; tests/governance/test_web_security.py) ------------
+# Everything comes from our own origin: no CDN (Plotly and Swagger UI are served from static).
+# Scripts: our files only, plus a per-response nonce for any inline <script> a template needs
+# (``request.csp_nonce``); the pages have none today, and the json_script data blocks are not
+# executed, so CSP does not apply to them.
+# No 'unsafe-eval': the figures are SVG traces (bar, scatter, sunburst), and Plotly only
+# compiles code at run time for its WebGL traces (regl), which we do not use; the browser test
+# loads every page with a plot and fails on any CSP violation, so a figure that needed eval
+# would be caught there.
+# style-src needs 'unsafe-inline': Plotly injects a <style> element with its rules and writes
+# style attributes into the SVG it builds, and the templates size meters with style attributes.
+# Inline styles cannot run code; scripts stay strict. (A style nonce would not help: Plotly's
+# injected <style> carries none, and a nonce in style-src disables 'unsafe-inline'.)
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],  # Swagger UI and Plotly's mode bar draw icons as data: URIs
+        "font-src": [SELF],
+        "connect-src": [SELF],  # htmx/poll.js fetch our own pages
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
+# --- Sign-in throttling (django-allauth) ------------------------------------------------------
+# After 5 failed sign-ins for one account within 5 minutes (or 10 a minute from one address)
+# allauth refuses further attempts, the right password included, until the window passes.
+# The counts live in the cache: set CACHE_URL (redis://...) when several processes serve the
+# site, or each process counts on its own.
+ACCOUNT_RATE_LIMITS = {
+    "login_failed": env_str("ACCOUNT_LOGIN_FAILED_RATE_LIMIT", "10/m/ip,5/5m/key"),
+}
+CACHE_URL = env_str("CACHE_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 # --- REST API ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
