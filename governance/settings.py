@@ -400,6 +400,16 @@ CELERY_BEAT_SCHEDULE["simulated-executor"] = {
     "schedule": SIMULATED_EXECUTOR_SECONDS,
     "options": {"expires": 4 * SIMULATED_EXECUTOR_SECONDS},
 }
+# Slurm sites (docs/slurm.md): every enabled SlurmConnection is synced and its usage imported;
+# with no connection configured both entries do nothing.
+CELERY_BEAT_SCHEDULE["slurm-sync"] = {
+    "task": "scheduler.tasks.slurm_sync_all",
+    "schedule": env_int("SLURM_SYNC_SECONDS", 600),
+}
+CELERY_BEAT_SCHEDULE["slurm-import-usage"] = {
+    "task": "scheduler.tasks.slurm_import_usage_all",
+    "schedule": env_int("SLURM_IMPORT_SECONDS", 300),
+}
 
 LOGGING = {
     "version": 1,
