@@ -88,3 +88,69 @@ def simulation_run(job_id: int) -> str | None:
     _close_broken_connection()
     job = simulation_job_run(job_id=job_id)
     return job.state if job else None
+
+
+@shared_task(soft_time_limit=280, time_limit=300, **RETRY)
+def slurm_sync(connection_id: int) -> str:
+    """Reconcile one Slurm connection's tree into Slurm (a no-op when it is disabled)."""
+    from scheduler.adapters.slurm.client import SlurmError
+    from scheduler.adapters.slurm.names import SlurmNameError
+    from scheduler.adapters.slurm.sync import slurm_sync as sync
+    from scheduler.models import SlurmConnection
+
+    _close_broken_connection()
+    connection = SlurmConnection.objects.filter(pk=connection_id, enabled=True).first()
+    if connection is None:
+        return "disabled"
+    try:
+        report = sync(connection=connection)
+    except (SlurmError, SlurmNameError) as exc:
+        # Nothing was changed; the next beat tries again. Kept where operators look.
+        SlurmConnection.objects.filter(pk=connection_id).update(last_sync_summary=f"ERROR: {exc}")
+        logger.warning("slurm_sync %s: %s", connection.slurm_cluster, exc)
+        return "error"
+    return "ok" if report.ok else "stopped"
+
+
+@shared_task(soft_time_limit=280, time_limit=300, **RETRY)
+def slurm_import_usage(connection_id: int) -> str:
+    """Charge one Slurm connection's jobs since its last import (a no-op when disabled)."""
+    from scheduler.adapters.slurm.client import SlurmError
+    from scheduler.adapters.slurm.usage import slurm_usage_import
+    from scheduler.models import SlurmConnection
+
+    _close_broken_connection()
+    connection = SlurmConnection.objects.filter(pk=connection_id, enabled=True).first()
+    if connection is None:
+        return "disabled"
+    try:
+        slurm_usage_import(connection=connection)
+    except (SlurmError, ValueError) as exc:
+        SlurmConnection.objects.filter(pk=connection_id).update(last_import_summary=f"ERROR: {exc}")
+        logger.warning("slurm_import_usage %s: %s", connection.slurm_cluster, exc)
+        return "error"
+    return "ok"
+
+
+@shared_task(soft_time_limit=20, time_limit=30, **RETRY)
+def slurm_sync_all() -> int:
+    """Beat entry: enqueue a sync for every enabled Slurm connection (none: nothing)."""
+    from scheduler.models import SlurmConnection
+
+    _close_broken_connection()
+    ids = list(SlurmConnection.objects.filter(enabled=True).values_list("id", flat=True))
+    for connection_id in ids:
+        slurm_sync.delay(connection_id)
+    return len(ids)
+
+
+@shared_task(soft_time_limit=20, time_limit=30, **RETRY)
+def slurm_import_usage_all() -> int:
+    """Beat entry: enqueue a usage import for every enabled Slurm connection."""
+    from scheduler.models import SlurmConnection
+
+    _close_broken_connection()
+    ids = list(SlurmConnection.objects.filter(enabled=True).values_list("id", flat=True))
+    for connection_id in ids:
+        slurm_import_usage.delay(connection_id)
+    return len(ids)
