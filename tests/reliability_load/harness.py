@@ -105,20 +105,21 @@ class Services:
         self.redis_dir.mkdir()
         self.start_redis()
 
-    def start_postgres(self) -> None:
-        options = (
-            f"-p {PG_PORT} -k {self.pgdata} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        )
+    def _pg_ctl(self, action: str, *extra: str) -> None:
+        # The server's output goes to the log file (-l): were it left on pg_ctl's stdout, the
+        # server would hold our pipe open and this call would never return.
+        options = f"-p {PG_PORT} -k {self.pgdata} -c listen_addresses=127.0.0.1"
         self._as_postgres(
-            str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pglog), "-o", options,
-            "-w", "start",
+            str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pglog),
+            "-o", f"{options} -c max_connections=200", *extra, "-w", action,
         )  # fmt: skip
+
+    def start_postgres(self) -> None:
+        self._pg_ctl("start")
 
     def restart_postgres(self) -> None:
         """``pg_ctl restart -m fast``: every connection is cut, as in a server restart."""
-        self._as_postgres(
-            str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "restart"
-        )
+        self._pg_ctl("restart", "-m", "fast")
 
     def stop_postgres(self) -> None:
         self._as_postgres(
@@ -427,10 +428,14 @@ class Harness:
         """Inject one fault, measure each recovery signal in parallel, record the window."""
         record: dict = {"fault": name, "start": time.time()}
         log(f"fault: {name}")
-        inject()
-        record["injected"] = time.time()
-        if restore is not None:
-            restore(record)
+        try:
+            inject()
+            record["injected"] = time.time()
+            if restore is not None:
+                restore(record)
+        except Exception as exc:  # recorded and reported; the next fault still runs
+            record["error"] = repr(exc)
+            log(f"fault: {name} could not be injected or undone: {exc!r}")
         results: dict = {}
 
         def measure(key: str, predicate) -> None:
@@ -564,6 +569,9 @@ class Harness:
             failed = [r for r in window if r[3] >= 400 or r[3] == 0 or r[4]]
             fault["requests_in_window"] = len(window)
             fault["failed_in_window"] = len(failed)
+            fault["last_failure_s"] = (
+                round(max(r[0] for r in failed) - fault["start"], 1) if failed else None
+            )
             submits = [r for r in window if r[1].startswith("submit")]
             last_fail = max((r[0] for r in submits if r[3] != 201), default=None)
             if last_fail is None:
@@ -641,7 +649,9 @@ class Harness:
                 lines.append(
                     f"| {f['fault']} | "
                     + " | ".join(cells)
-                    + f" | {f['requests_in_window']} / {f['failed_in_window']} |"
+                    + f" | {f['requests_in_window']} / {f['failed_in_window']}"
+                    + (f", last at {f['last_failure_s']} s" if f["last_failure_s"] else "")
+                    + " |"
                 )
         return "\n".join(lines) + "\n"
 
