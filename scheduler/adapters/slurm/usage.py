@@ -26,7 +26,7 @@ from django.utils import timezone
 from governance.models import Project
 from scheduler.adapters.slurm.client import SlurmClient, SlurmError
 from scheduler.adapters.slurm.sync import qos_names, slurm_account_map
-from scheduler.models import AccountingCursor
+from scheduler.models import AccountingCursor, Node
 from scheduler.services.usage_external import (
     CREATED,
     DemandInterval,
@@ -113,6 +113,12 @@ def slurm_usage_import(
     if until > now:
         raise ValueError(f"until: {until.isoformat()} is in the future.")
     cluster = connection.cluster
+    if Node.objects.filter(cluster=cluster).exists():
+        # The live loop accounts this cluster already: two writers would charge owed twice.
+        raise ValueError(
+            f"cluster: {cluster} has nodes driven by this product's own scheduler; "
+            "a cluster is either scheduled here or by Slurm, not both."
+        )
     client = client or SlurmClient.for_connection(connection)
     cursor = AccountingCursor.objects.filter(cluster=cluster).first()
     # Owed needs every job pending or running since the entitlement cursor.

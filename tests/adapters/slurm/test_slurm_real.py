@@ -18,7 +18,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
-from scheduler.models import EntitlementRecord, SlurmConnection, UsageHour, UsageRecord
+from scheduler import tasks
+from scheduler.models import EntitlementRecord, Node, SlurmConnection, UsageHour, UsageRecord
 from tests.adapters.slurm.daemons import submit, wait_state
 from tests.factories import UserFactory, researcher_of
 
@@ -142,6 +143,16 @@ def test_sync_builds_the_tree_in_slurm_and_a_second_sync_changes_nothing(site, s
         if not line.split("|")[1]
     }
     assert raw[n["vision"]] == "6000" and raw[n["summaries"]] == "3000"
+    # Fair Tree compares siblings by normalised shares: Detection 50 / (50 + 30) of Vision.
+    norm_rows = slurm.run("sshare", "-P", "-n", "-a", "-o", "Account,User,NormShares")
+    norm = {
+        line.split("|")[0].strip(): float(line.split("|")[2])
+        for line in norm_rows.splitlines()
+        if not line.split("|")[1]
+    }
+    assert norm[n["vision"]] == pytest.approx(0.6, abs=1e-6)
+    assert norm[n["detection"]] == pytest.approx(50 / 80, abs=1e-6)
+    assert norm[n["translation"]] == pytest.approx(0.7, abs=1e-6)
 
     again = run("slurm_sync", "--cluster", slurm.name)
     assert "no changes" in again
@@ -298,3 +309,24 @@ def test_import_bad_input_names_the_option(site, slurm, args, message):
     with pytest.raises(CommandError, match=message):
         run("slurm_import_usage", *argv)
     assert not UsageRecord.objects.exists()
+
+
+def test_import_refuses_a_cluster_the_live_loop_drives(site, slurm):
+    tree, _, _ = site
+    Node.objects.create(cluster=tree.cluster, name="n1", gpus=8)
+    with pytest.raises(CommandError, match=r"--cluster: .* nodes driven by this product"):
+        run("slurm_import_usage", "--cluster", slurm.name, "--since", "2026-01-01T00:00:00Z")
+
+
+def test_scheduled_tasks_sync_and_import_each_enabled_connection(site, slurm):
+    _, connection, _ = site
+    assert tasks.slurm_sync.run(connection.id) == "ok"
+    assert tasks.slurm_import_usage.run(connection.id) == "ok"
+    connection.refresh_from_db()
+    assert connection.last_sync_at and connection.last_import_at
+    assert connection.usage_imported_until is not None
+    SlurmConnection.objects.filter(pk=connection.pk).update(enabled=False)
+    assert tasks.slurm_sync.run(connection.id) == "disabled"
+    # The beat entries enqueue nothing when no connection is enabled.
+    assert tasks.slurm_sync_all.run() == 0
+    assert tasks.slurm_import_usage_all.run() == 0
