@@ -105,11 +105,14 @@ _PARAMETERS = [
 
 
 class FormatNegotiation(DefaultContentNegotiation):
-    """An unknown ``?format=`` is a 400 naming the parameter (DRF answers 404: no such page)."""
+    """An unknown ``?format=`` is a 400 naming the parameter (DRF answers 404: no such page).
+
+    An empty ``?format=`` is "not given" (JSON), like every empty query value in the API.
+    """
 
     def select_renderer(self, request, renderers, format_suffix=None):
         wanted = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
-        if wanted is not None and wanted not in {renderer.format for renderer in renderers}:
+        if wanted and wanted not in {renderer.format for renderer in renderers}:
             raise serializers.ValidationError(
                 {"format": [f"Unknown format {wanted!r}: use json, csv or xlsx."]}
             )

@@ -12,6 +12,10 @@ documented refusal from a bug. The rules follow what the code can return:
 - 404: operations with path parameters or a request body (an object named in the path or
   the body that does not exist or is not visible to the caller);
 - 413: operations that take a request body (``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+
+It also marks every optional query parameter ``allowEmptyValue``: the API reads ``?name=``
+as "not given" (django-filter's convention, kept by the report's own parameters), so a
+client building a URL from an empty form field gets the unfiltered answer, not a 400.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
         for method, operation in path_item.items():
             if method not in METHODS:
                 continue
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query" and not parameter.get("required"):
+                    parameter["allowEmptyValue"] = True
             responses = operation.setdefault("responses", {})
             for code in error_codes(method, operation):
                 responses.setdefault(code, {"description": DESCRIPTIONS[code]})

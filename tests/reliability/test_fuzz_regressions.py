@@ -137,11 +137,18 @@ def test_known_booleans_still_filter(personas, value, count):
     assert response.json()["count"] == count
 
 
-def test_an_empty_report_format_is_a_400(personas):
-    # The fuzzer's: ``format=`` (empty, outside the documented enum) was read as JSON.
-    response = client_of(personas.finance).get("/api/reports/usage/?format=")
-    assert response.status_code == 400
-    assert "format" in response.json()["errors"]
+def test_an_empty_query_value_means_not_given_and_the_schema_says_so(personas):
+    # The fuzzer's: ``format=``, ``active_at=``, ``since=`` (empty, not in the enum or not a
+    # date) were read as "not given". That is the API's convention; the schema now says so.
+    report = client_of(personas.finance).get("/api/reports/usage/?format=&level=")
+    assert report.status_code == 200
+    assert report["Content-Type"] == "application/json"
+    assert client_of(personas.org_admin).get("/api/allocations/?active_at=").json()["count"] == 6
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    for path, method in [("/api/reports/usage/", "get"), ("/api/allocations/", "get")]:
+        for parameter in schema["paths"][path][method]["parameters"]:
+            if parameter["in"] == "query":
+                assert parameter["allowEmptyValue"] is True, (path, parameter["name"])
 
 
 def test_a_new_agent_token_matches_the_schema_before_its_node_registers(personas):
