@@ -201,8 +201,20 @@ def test_jobs_are_charged_as_sacct_reports_and_a_reimport_adds_nothing(site, slu
         b=Sum("budgeted_gpu_seconds"), u=Sum("burst_gpu_seconds"), f=Sum("free_gpu_seconds")
     )
     assert hours["b"] + hours["u"] + hours["f"] == sum(expected.values())
-    # Owed: entitlement and demand rows for Detection from the import period on.
-    assert EntitlementRecord.objects.filter(project=tree.project_a1).exists()
+    # Owed: demand = GPUs asked for x (end - submit) of each job, as sacct reports them.
+    asked = slurm.run(
+        "sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "--format=Submit,End,ReqTRES"
+    )
+    expected_demand = 0
+    for line in asked.splitlines():
+        submitted, ended, tres = line.split("|")
+        seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(submitted)).seconds
+        expected_demand += seconds * int(re.search(r"gres/gpu=(\d+)", tres).group(1))
+    demand = EntitlementRecord.objects.filter(project=tree.project_a1).aggregate(
+        d=Sum("demand_gpu_seconds"), e=Sum("entitled_gpu_seconds")
+    )
+    assert demand["d"] == expected_demand
+    assert demand["e"] > 0  # Detection holds 60 % x 50 % of the cluster
 
     count = UsageRecord.objects.count()
     again = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
