@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
 BENCH ?= tests/bench
 
-.PHONY: install run test lint format bench demo clean
+.PHONY: install run test lint format bench demo clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ lint: install
 format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The API fuzzer in full: every operation x every principal, 100 examples per operation and
+# mode (make test runs the same tests with 12). FUZZ_EXAMPLES=<n> to change it.
+fuzz: install
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-100} \
+	$(PY) -m pytest tests/reliability/test_fuzz_api.py -p no:cacheprovider -q $(PYTEST_ARGS)
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \

@@ -17,7 +17,7 @@ that name objects are swapped for ids of real objects of the personas' world (wi
 cross-tenant counterparts), which drives requests past the 404 into the views' real work.
 
 Bounded and repeatable: Hypothesis runs derandomized (a fixed seed derived from each test)
-with ``FUZZ_EXAMPLES`` examples per operation and mode (default 6: about two minutes on two
+with ``FUZZ_EXAMPLES`` examples per operation and mode (default 12: about a minute on two
 cores in ``make test``); ``make fuzz`` sets ``FUZZ_EXAMPLES=100``.
 """
 
@@ -49,7 +49,7 @@ from tests.personas import PERSONA_NAMES
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 PRINCIPALS = (*PERSONA_NAMES, "agent", "anonymous")
 CHECKS = [
     not_a_server_error,
