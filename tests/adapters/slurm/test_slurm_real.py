@@ -165,12 +165,18 @@ def test_a_hand_made_drift_is_reported_then_repaired(site, slurm):
         "sacctmgr", "-i", "modify", "account", f"name={n['vision']}", f"cluster={slurm.name}",
         "set", "fairshare=1",
     )  # fmt: skip
+    slurm.run("sacctmgr", "-i", "modify", "qos", f"name={n['free']}", "set", "UsageFactor=1")
     assert associations(slurm)[(n["vision"], "")]["fairshare"] == "1"
     noop = run("slurm_sync", "--cluster", slurm.name, "--noop")
     assert f"modify account {n['vision']}: Fairshare 1 → 6000" in noop
+    assert f"modify qos {n['free']}: UsageFactor 1" in noop
     assert associations(slurm)[(n["vision"], "")]["fairshare"] == "1"  # --noop changed nothing
     run("slurm_sync", "--cluster", slurm.name)
     assert associations(slurm)[(n["vision"], "")]["fairshare"] == "6000"
+    factor = slurm.run(
+        "sacctmgr", "-P", "-n", "show", "qos", f"name={n['free']}", "format=UsageFactor"
+    )
+    assert float(factor) == 0.0
     assert "no changes" in run("slurm_sync", "--cluster", slurm.name)
 
 
