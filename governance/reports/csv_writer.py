@@ -8,11 +8,25 @@ import io
 from governance.reports.columns import report_columns
 from governance.selectors.reports import UsageReport
 
+# A cell starting with one of these is a formula to a spreadsheet (CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
 
 def _text(value) -> str:
     if value is None:
         return ""
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _safe_text(value) -> str:
+    """A name as inert text: one that starts like a formula gets a leading apostrophe.
+
+    Names (organization, program, project, cost centre) are typed by people; opened in a
+    spreadsheet, ``=HYPERLINK(...)`` would otherwise run as a formula. Numbers are not text
+    columns and are written untouched.
+    """
+    text = _text(value)
+    return f"'{text}" if text.startswith(FORMULA_START) else text
 
 
 def report_csv(*, report: UsageReport) -> str:
@@ -26,7 +40,9 @@ def report_csv(*, report: UsageReport) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([c.header for c in columns])
     for row in report.rows:
-        writer.writerow([_text(c.value(row)) for c in columns])
+        writer.writerow(
+            [(_safe_text if c.kind == "text" else _text)(c.value(row)) for c in columns]
+        )
     totals = report.totals
     line = []
     for index, column in enumerate(columns):

@@ -40,6 +40,10 @@ def report_xlsx(*, report: UsageReport) -> bytes:
 
     def cell(value, kind: str, *, strong: bool = False) -> WriteOnlyCell:
         c = WriteOnlyCell(sheet, value=value)
+        if kind == "text" and isinstance(value, str):
+            # openpyxl stores a string starting with "=" as a formula; names are text, never
+            # formulas (a project named =HYPERLINK(...) must not run in finance's spreadsheet).
+            c.data_type = "s"
         if kind in FORMATS and value is not None and value != "":
             c.number_format = FORMATS[kind]
         if strong:
