@@ -210,7 +210,10 @@ def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = Fals
             args.append(f"qos={','.join(sorted(account.qos))}")
         if account.default_qos:
             args.append(f"defaultqos={account.default_qos}")
-        changes.append(Change(ADD_ACCOUNT, account.name, tuple(args), f"under {account.parent}"))
+        why = f"under {account.parent}"
+        if account.fairshare is not None:
+            why += f", Fairshare {account.fairshare}"
+        changes.append(Change(ADD_ACCOUNT, account.name, tuple(args), why))
 
     for account in desired.accounts:
         have = current.accounts.get(account.name)
