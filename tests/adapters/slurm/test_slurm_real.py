@@ -18,6 +18,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
+from governance.selectors.reports import usage_report
+from governance.selectors.visibility import user_visibility
 from scheduler import tasks
 from scheduler.models import EntitlementRecord, Node, SlurmConnection, UsageHour, UsageRecord
 from tests.adapters.slurm.daemons import submit, wait_state
@@ -207,6 +209,15 @@ def test_jobs_are_charged_as_sacct_reports_and_a_reimport_adds_nothing(site, slu
         b=Sum("budgeted_gpu_seconds"), u=Sum("burst_gpu_seconds"), f=Sum("free_gpu_seconds")
     )
     assert hours["b"] + hours["u"] + hours["f"] == sum(expected.values())
+    # The finance report (what finance downloads) shows the Slurm jobs on Detection.
+    today = datetime.now(UTC).date()
+    report = usage_report(
+        visibility=user_visibility(user=tree.finance), start=today.replace(day=1), end=today
+    )
+    detection = [r for r in report.rows if r.node_id == tree.project_a1.id]
+    charged = sum(r.budgeted_gpu_seconds + r.burst_gpu_seconds + r.free_gpu_seconds
+                  for r in detection)  # fmt: skip
+    assert charged == sum(expected.values())
     # Owed: demand = GPUs asked for x (end - submit) of each job, as sacct reports them.
     asked = slurm.run(
         "sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "--format=Submit,End,ReqTRES"
