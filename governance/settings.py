@@ -102,6 +102,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
+    "governance.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -137,7 +138,14 @@ TEMPLATES = [
 # SQLite under var/ for the quick start; PostgreSQL (the database of record) via DATABASE_URL.
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+        # A kept connection is checked before a request reuses it, so after a database
+        # restart each server thread reconnects instead of failing one request with a 500
+        # (measured in docs/reliability.md, "Faults during load").
+        conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The quick start runs a web server and in-process tasks on one file. Take the write lock
@@ -231,6 +239,9 @@ MEDIA_ROOT = BASE_DIR / "var" / "media"
 # --- Request limits ---------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("FILE_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024)
+# Any request body, file uploads included, refused from its Content-Length before it is read
+# (governance/middleware.py): the largest legitimate one is a 2 MB simulator trace plus form.
+MAX_REQUEST_BYTES = env_int("MAX_REQUEST_BYTES", 3 * 1024 * 1024)
 
 # --- Security (effective whenever DEBUG=false) -----------------------------------------
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)

@@ -121,10 +121,16 @@ def test_production_refuses_an_empty_or_development_secret_key(key):
 # --- Secure cookies and HSTS behind DEBUG=false -----------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def production_values() -> dict:
+    """Production's security settings, computed once (a subprocess)."""
+    return production_settings()
+
+
 @pytest.fixture
-def production(settings):
+def production(settings, production_values):
     """The test settings overridden with production's security settings."""
-    values = production_settings()
+    values = production_values
     assert values["DEBUG"] is False
     for name, value in values.items():
         if name != "DEBUG":  # the test runner keeps DEBUG off already
@@ -435,3 +441,23 @@ def test_a_formula_in_a_name_is_text_in_the_xlsx_export(october):
     cells = [cell for row in sheet.iter_rows() for cell in row if cell.value == FORMULA]
     assert cells, "Detection's row is in the export"
     assert all(cell.data_type == "s" for cell in cells)  # a string, not a formula ("f")
+
+
+def test_an_upload_past_the_request_limit_is_refused_before_it_is_read(personas, settings):
+    # It used to be received whole (spooled to disk) and only then refused by the simulator.
+    client = Client()
+    client.force_login(personas.org_admin)
+    body = b"x" * (settings.MAX_REQUEST_BYTES + 1)
+    response = client.generic(
+        "POST", "/simulator/run/", body, content_type="multipart/form-data; boundary=xyz"
+    )
+    assert response.status_code == 413
+    assert f"the limit is {settings.MAX_REQUEST_BYTES:,} bytes" in response.content.decode()
+    api = client.generic("POST", "/api/workloads/", body, content_type="application/json")
+    assert api.status_code == 413
+    assert api.json()["detail"].startswith("Request body is too large")
+    assert SimulationJob.objects.count() == 0
+
+
+def test_a_trace_at_the_upload_limit_is_still_accepted_by_the_request_limit(settings):
+    assert settings.MAX_REQUEST_BYTES > MAX_UPLOAD_BYTES + 64 * 1024  # room for the form fields
