@@ -23,7 +23,7 @@ from governance.selectors.visibility import user_visibility
 from scheduler import tasks
 from scheduler.models import EntitlementRecord, Node, SlurmConnection, UsageHour, UsageRecord
 from tests.adapters.slurm.daemons import submit, wait_state
-from tests.factories import UserFactory, researcher_of
+from tests.factories import ProgramFactory, ProjectFactory, UserFactory, researcher_of
 
 pytestmark = pytest.mark.django_db(transaction=False)
 _prefixes = itertools.count(1)
@@ -359,3 +359,15 @@ def test_scheduled_tasks_sync_and_import_each_enabled_connection(site, slurm):
     # The beat entries enqueue nothing when no connection is enabled.
     assert tasks.slurm_sync_all.run() == 0
     assert tasks.slurm_import_usage_all.run() == 0
+
+
+@pytest.mark.fresh_slurm_tree
+def test_tree_names_that_collide_in_slurm_are_refused_before_any_change(site, slurm):
+    tree, _, n = site
+    # Program "vision" + project "a_b" and program "vision_a" + project "b" → one name.
+    program = ProgramFactory(organization=tree.organization, name="Vision A", slug="vision_a")
+    ProjectFactory(program=program, name="B", slug="b")
+    ProjectFactory(program=tree.program_a, name="A B", slug="a_b")
+    with pytest.raises(CommandError, match=r"would share one Slurm name .*vision_a_b"):
+        run("slurm_sync", "--cluster", slurm.name)
+    assert (n["org"], "") not in associations(slurm)
