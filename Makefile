@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
 BENCH ?= tests/bench
 
-.PHONY: install run test lint format bench demo clean fuzz
+.PHONY: install run test lint format bench demo clean fuzz load faults
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,15 @@ fuzz: install
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	$(PY) -m pytest $(BENCH) -p no:cacheprovider -o addopts="" -q $(PYTEST_ARGS)
+
+# Load and faults during load (docs/reliability.md): a PostgreSQL cluster (port 5440) and a
+# Redis (6390) of their own, gunicorn, Celery worker + beat, agents, locust. DURATION=<seconds>
+# (load 120, faults 240); LOAD_USERS=<clients> (30). Never touches the shared 5432/6379.
+load: install
+	$(PY) -m tests.reliability_load.harness $(if $(DURATION),--duration $(DURATION))
+
+faults: install
+	$(PY) -m tests.reliability_load.harness --faults $(if $(DURATION),--duration $(DURATION))
 
 clean:
 	rm -rf $(VENV) var/db.sqlite3 var/staticfiles
