@@ -82,8 +82,11 @@ class Services:
         self.redis_dir = workdir / "redis"
 
     def _as_postgres(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        # PostgreSQL refuses to run as root: as root, run its tools as the postgres user; as
+        # anyone else, as ourselves.
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         return subprocess.run(
-            ["runuser", "-u", "postgres", "--", *args],
+            [*prefix, *args],
             check=check, capture_output=True, text=True, timeout=180,
         )  # fmt: skip
 
@@ -93,8 +96,9 @@ class Services:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     raise SystemExit(f"port {port} is in use: stop whatever holds it first")
         self.pgdata.mkdir(parents=True)
-        shutil.chown(self.workdir, "postgres")
-        shutil.chown(self.pgdata, "postgres")
+        if os.geteuid() == 0:
+            shutil.chown(self.workdir, "postgres")
+            shutil.chown(self.pgdata, "postgres")
         os.chmod(self.pgdata, 0o700)
         self._as_postgres(
             str(PG_BIN / "initdb"), "-D", str(self.pgdata), "-U", "postgres", "-A", "trust",
