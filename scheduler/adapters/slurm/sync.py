@@ -30,9 +30,12 @@ from governance.selectors.tree import shares_at
 from scheduler.adapters.slurm.client import SlurmClient, SlurmError
 from scheduler.adapters.slurm.names import slurm_safe_name, unique_names
 from scheduler.adapters.slurm.plan import Account, Change, Desired, Plan, Qos, plan_sync
+from scheduler.services.locks import locked_transaction
 
 # Minimum-runtime classes (hours) that get a QOS of their own; 0 is the free QOS.
 MIN_RUNTIME_CLASSES_HOURS = (1, 2, 4, 8)
+# Advisory lock key (beside scheduler.services.locks' 7301/7302); the second key is the cluster.
+SLURM_SYNC_LOCK = 7310
 _LOGIN = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 
 
@@ -211,6 +214,17 @@ def slurm_sync(
     client = client or SlurmClient.for_connection(connection)
     if remove_unknown is None:
         remove_unknown = connection.remove_unknown
+    # One sync per cluster at a time (the beat and an operator's command could meet): the
+    # second would plan from a state the first is changing. The lock lives for the sync.
+    with locked_transaction(SLURM_SYNC_LOCK, connection.cluster_id, wait=False) as held:
+        if not held:
+            raise SlurmError(
+                f"another slurm_sync of {connection.slurm_cluster} is running; try again later"
+            )
+        return _sync(connection, noop=noop, remove_unknown=remove_unknown, client=client)
+
+
+def _sync(connection, *, noop: bool, remove_unknown: bool, client) -> SyncReport:
     desired, _ = slurm_desired_state(connection=connection)
     current = client.read_current()
     plan = plan_sync(desired, current, remove_unknown=remove_unknown)
