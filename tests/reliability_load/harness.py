@@ -593,7 +593,9 @@ class Harness:
         lines = [
             f"### {self.mode} run {datetime.fromtimestamp(began, UTC):%Y-%m-%d %H:%M} UTC",
             "",
-            f"{self.options.users} locust clients for {ended - began:.0f} s against gunicorn "
+            f"{self.options.users} locust clients (think time "
+            f"{os.environ.get('LOAD_THINK', '0.5,2').replace(',', ' to ')} s) "
+            f"for {ended - began:.0f} s against gunicorn "
             f"({self.options.gunicorn_workers} workers x 4 threads, DEBUG=false) with a Celery "
             f"worker (2 processes) and beat, the simulated executor (h100, 32 x 8 GPUs) and "
             f"2 real node agents (lab, 2 x 4 GPUs); {cores} cores shared by everything "
@@ -609,6 +611,13 @@ class Harness:
                 f"| {s['p99_ms']} | {s['errors_steady']} "
                 f"| {s['requests_in_fault_windows']} / {s['errors_in_fault_windows']} |"
             )
+        total = sum(s["requests"] for s in endpoints.values())
+        lines.append(
+            f"| all | {total} | {total / (ended - began):.1f} | | | "
+            f"| {sum(s['errors_steady'] for s in endpoints.values())} "
+            f"| {sum(s['requests_in_fault_windows'] for s in endpoints.values())} / "
+            f"{sum(s['errors_in_fault_windows'] for s in endpoints.values())} |"
+        )
         sub = checks.get("submits", {})
         lines += [
             "",
@@ -619,13 +628,14 @@ class Harness:
             f"{sub.get('unacknowledged_but_stored')}.",
             "",
             "| cluster | workloads | runs | cycles | orders acked | runs open at end "
-            "| started twice | ledger GPU-s | Σ runs GPU-s | balances |",
+            "| started twice, starts off placement | ledger GPU-s | Σ runs GPU-s | balances |",
             "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
         ]
         for slug, c in checks.get("clusters", {}).items():
             lines.append(
                 f"| {slug} | {c['workloads']} | {c['runs']} | {c['cycles']} "
-                f"| {c['orders_acknowledged']} | {c['runs_open_at_end']} | {c['started_twice']} "
+                f"| {c['orders_acknowledged']} | {c['runs_open_at_end']} | {c['started_twice']}, "
+                f"{c['starts_off_placement'] + c['duplicate_start_orders']} "
                 f"| {float(c['ledger_gpu_seconds']):.1f} | {float(c['runs_gpu_seconds']):.1f} "
                 f"| {'yes' if c['ledger_balances'] else 'NO'} |"
             )
@@ -690,6 +700,7 @@ class Harness:
             failed |= bool(sub.get("missing") or sub.get("duplicated") or sub.get("wrong_id"))
             for c in checks.get("clusters", {}).values():
                 failed |= c["started_twice"] != "none" or not c["ledger_balances"]
+                failed |= bool(c["starts_off_placement"] or c["duplicate_start_orders"])
             return 1 if failed else 0
         finally:
             self.teardown()

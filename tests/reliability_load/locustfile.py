@@ -10,7 +10,7 @@ seconds), so errors can be attributed to fault windows: ``requests.csv`` and
 ``submits.json`` in ``LOAD_OUT``.
 
 Task mix per client (weights): queue status 6, submit 3, owed-vs-delivered page 1, with
-0.5 to 2 s of think time between requests. One submit in ten goes to the ``lab`` cluster, whose
+0.5 to 2 s of think time between requests (``LOAD_THINK``). One submit in ten goes to the ``lab`` cluster, whose
 nodes are real node agents running ``sleep``; the rest go to the demo ``h100`` cluster played
 by the simulated executor (declared durations of 1 to 30 simulated minutes: a few real seconds).
 """
@@ -34,6 +34,8 @@ OUT = Path(os.environ.get("LOAD_OUT", "."))
 QUEUE = "queue status: GET /api/workloads/?mine=true"
 SUBMIT = "submit: POST /api/workloads/"
 DASHBOARD = "owed vs delivered: GET /dashboards/delivery/"
+# Think time between a client's requests, "min,max" seconds; LOAD_THINK=0,0 saturates.
+THINK = tuple(float(x) for x in os.environ.get("LOAD_THINK", "0.5,2").split(","))
 
 _client_ids = itertools.count()
 _lock = threading.Lock()
@@ -64,7 +66,7 @@ def _write_logs(environment, **kwargs):
 class Researcher(HttpUser):
     """A researcher with a token (queue, submit) who also opens a manager's dashboard."""
 
-    wait_time = between(0.5, 2.0)
+    wait_time = between(*THINK)
 
     def on_start(self) -> None:
         self.number = next(_client_ids)

@@ -52,9 +52,9 @@ def check_submits(run_tag: str, submits: dict) -> dict:
 
 def settle_and_check(cluster) -> dict:
     """End open runs, account usage, then the failure tests' checks; their results."""
-    from django.db.models import Count
+    from django.db.models import Count, F
 
-    from scheduler.choices import ExitOutcome
+    from scheduler.choices import ExitOutcome, OrderKind
     from scheduler.models import Order, Run, SchedulingCycle, Workload
     from scheduler.services.executor_reports import run_report_exit
     from scheduler.services.usage import usage_account
@@ -84,6 +84,24 @@ def settle_and_check(cluster) -> dict:
         result["started_twice"] = "none"
     except AssertionError as exc:
         result["started_twice"] = str(exc)
+    # No run started on a node outside its placement (so never on two agents' nodes but its
+    # own), and no node got two start orders for one run.
+    result["starts_off_placement"] = (
+        Order.objects.filter(run__cluster=cluster, kind=OrderKind.START)
+        .exclude(
+            id__in=Order.objects.filter(
+                run__run_nodes__node_id=F("node_id"), run__cluster=cluster
+            ).values("id")
+        )
+        .count()
+    )
+    result["duplicate_start_orders"] = (
+        Order.objects.filter(run__cluster=cluster, kind=OrderKind.START)
+        .values("run_id", "node_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count()
+    )
     ledger, runs = ledger_total(cluster), runs_total(cluster)
     result["ledger_gpu_seconds"] = str(ledger)
     result["runs_gpu_seconds"] = str(runs)
