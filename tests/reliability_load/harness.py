@@ -279,6 +279,29 @@ def node_state(node: str) -> str | None:
     return rows[0][0] if rows else None
 
 
+def cpu_seconds_by_group() -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+    """CPU seconds (user + system) of live processes by process group and by pid, and each
+    pid's parent, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    groups: dict[int, float] = {}
+    pids: dict[int, float] = {}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        pids[pid] = seconds
+        groups[int(fields[2])] = groups.get(int(fields[2]), 0.0) + seconds
+    return groups, pids, parents
+
+
 # --- The harness ------------------------------------------------------------------------
 
 
@@ -522,6 +545,30 @@ class Harness:
 
     # -- results ----------------------------------------------------------------------------
 
+    def cpu_usage(self) -> dict[str, float]:
+        """CPU seconds used so far by each component's live processes: the web server, the
+        loop (worker, beat), PostgreSQL (the postmaster and its children), Redis, agents.
+
+        Taken before and after the run; the difference says where the cores went (a process
+        restarted by a fault counts from its restart; a connection that ended is not counted).
+        """
+        groups, pids, parents = cpu_seconds_by_group()
+        usage: dict[str, float] = {}
+        for name, process in self.processes.items():
+            if process.proc and process.proc.poll() is None:
+                key = "agents" if name.startswith("agent") else name
+                usage[key] = usage.get(key, 0.0) + groups.get(process.proc.pid, 0.0)
+        pid_file = self.services.pgdata / "postmaster.pid"
+        if pid_file.exists():
+            postmaster = int(pid_file.read_text().split()[0])
+            usage["postgresql"] = pids.get(postmaster, 0.0) + sum(
+                seconds for pid, seconds in pids.items() if parents.get(pid) == postmaster
+            )
+        redis_pid = self.services.redis_dir / "redis.pid"
+        if redis_pid.exists():
+            usage["redis"] = pids.get(int(redis_pid.read_text().strip()), 0.0)
+        return usage
+
     def verify(self) -> dict:
         done = subprocess.run(
             [PY, "-m", "tests.reliability_load.verify", "--out", str(self.out), "--run",
@@ -618,6 +665,14 @@ class Harness:
             f"| {sum(s['requests_in_fault_windows'] for s in endpoints.values())} / "
             f"{sum(s['errors_in_fault_windows'] for s in endpoints.values())} |"
         )
+        if getattr(self, "cpu", None):
+            lines += [
+                "",
+                "CPU seconds used by each component during the run (2 cores x "
+                f"{ended - began:.0f} s = {2 * (ended - began):.0f} available): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.cpu.items(), key=lambda x: -x[1]))
+                + ".",
+            ]
         sub = checks.get("submits", {})
         lines += [
             "",
@@ -676,14 +731,19 @@ class Harness:
             self.setup()
             log(f"locust: {self.options.users} clients for {self.options.duration} s "
                 f"(run tag {self.run_tag})")  # fmt: skip
+            cpu_before = self.cpu_usage()
             began = time.time()
             locust = self.run_locust()
             if self.options.faults:
                 fault_thread = threading.Thread(target=self.run_faults, args=(began,))
                 fault_thread.start()
                 fault_thread.join()
-            locust.wait(timeout=self.options.duration + 120)
+            _, _, rusage = os.wait4(locust.pid, 0)  # locust stops itself after -t
+            locust.returncode = 0
             ended = time.time()
+            after = self.cpu_usage()
+            self.cpu = {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in after.items()}
+            self.cpu["locust"] = round(rusage.ru_utime + rusage.ru_stime, 1)
             log("stopping the loop and agents, then verifying")
             for name in ["beat", "worker", *[n for n in self.processes if n.startswith("agent")]]:
                 self.processes[name].stop()
