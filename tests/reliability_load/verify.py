@@ -52,7 +52,7 @@ def check_submits(run_tag: str, submits: dict) -> dict:
 
 def settle_and_check(cluster) -> dict:
     """End open runs, account usage, then the failure tests' checks; their results."""
-    from django.db.models import Count, F
+    from django.db.models import Avg, Count, F, Max, Sum
 
     from scheduler.choices import ExitOutcome, OrderKind
     from scheduler.models import Order, Run, SchedulingCycle, Workload
@@ -75,6 +75,17 @@ def settle_and_check(cluster) -> dict:
             .values_list("end_reason", "n")
         ),
         "cycles": SchedulingCycle.objects.filter(cluster=cluster).count(),
+        # Time spent inside cycles (the worker's main cost), and the queue they worked on.
+        **{
+            key: round(value or 0, 1)
+            for key, value in SchedulingCycle.objects.filter(cluster=cluster)
+            .aggregate(
+                cycle_seconds=Sum("duration_seconds"),
+                cycle_mean_ms=Avg("duration_seconds") * 1000,
+                cycle_max_pending=Max("pending"),
+            )
+            .items()
+        },
         "orders_acknowledged": Order.objects.filter(
             node__cluster=cluster, acknowledged_at__isnull=False
         ).count(),
