@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -82,13 +83,24 @@ class SlurmClient:
 
     def read_current(self) -> Current:
         """The associations, users and QOS Slurm holds now for this cluster."""
+        # Three independent reads of slurmdbd: run them side by side (each takes a while).
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            assoc_rows = pool.submit(
+                self.show,
+                "assoc",
+                f"cluster={self.cluster}",
+                "format=Account,User,ParentName,Fairshare,QOS,DefaultQOS",
+            )
+            user_rows = pool.submit(
+                self.show, "user", "withassoc", f"cluster={self.cluster}",
+                "format=User,DefaultAccount,Account,Cluster",
+            )  # fmt: skip
+            qos_rows_future = pool.submit(
+                self.show, "qos", "format=Name,UsageFactor,PreemptExemptTime,Preempt"
+            )
         accounts: dict[str, Account] = {}
         users: set[tuple[str, str]] = set()
-        for account, user, parent, fairshare, qos, default_qos in self.show(
-            "assoc",
-            f"cluster={self.cluster}",
-            "format=Account,User,ParentName,Fairshare,QOS,DefaultQOS",
-        ):
+        for account, user, parent, fairshare, qos, default_qos in assoc_rows.result():
             if user:
                 users.add((user, account))
                 continue
@@ -104,16 +116,11 @@ class SlurmClient:
                 default_qos=default_qos or None,
             )
         defaults = {}
-        for user, default, _account, cluster in self.show(
-            "user", "withassoc", f"cluster={self.cluster}",
-            "format=User,DefaultAccount,Account,Cluster",
-        ):  # fmt: skip
+        for user, default, _account, cluster in user_rows.result():
             if cluster == self.cluster and default:
                 defaults[user] = default
         qos_rows = {}
-        for name, usage_factor, exempt, preempt in self.show(
-            "qos", "format=Name,UsageFactor,PreemptExemptTime,Preempt"
-        ):
+        for name, usage_factor, exempt, preempt in qos_rows_future.result():
             try:
                 factor = Decimal(usage_factor or "1")
             except InvalidOperation:

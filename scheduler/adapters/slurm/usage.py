@@ -143,14 +143,16 @@ def slurm_usage_import(
         job = row["JobIDRaw"]
         if project_id is not None and submit is not None:
             demand.append(DemandInterval(project_id, gpus_of(row["ReqTRES"]), submit, end))
-        if start is None:
-            continue  # never started: nothing to charge
+        state = row["State"].split(" ")[0]
+        if start is None or state == "PENDING" or start >= until:
+            # Never started (a pending job's Start is only Slurm's forecast): nothing to charge.
+            continue
         report.jobs += 1
         if project_id is None:
             report.unmapped.append(f"job {job} account {row['Account'] or '-'}")
             continue
         stop = min(end or until, until)
-        if end is None and row["State"].split()[0] not in {"RUNNING", "SUSPENDED", "REQUEUED"}:
+        if end is None and state not in {"RUNNING", "SUSPENDED", "REQUEUED"}:
             report.skipped.append(f"job {job}: state {row['State']} without an end time")
             continue
         runs.append((start, job, project_id, stop, gpus_of(row["AllocTRES"]), row["QOS"]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
@@ -243,7 +244,8 @@ def test_a_running_job_is_charged_to_now_and_completed_later(site, slurm):
     _, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
     since = datetime.now(UTC).replace(microsecond=0).isoformat()
-    job = submit(slurm, account=n["detection"], gpus=2, seconds=5)
+    # Long enough for slurmdbd to record it (a few seconds) while it still runs.
+    job = submit(slurm, account=n["detection"], gpus=2, seconds=9)
     wait_state(slurm, job, {"RUNNING"})
     start_text = slurm.run("sacct", "-X", "-n", "-P", "-j", job, "--format=Start").strip()
     start = datetime.fromisoformat(start_text).replace(tzinfo=UTC)
@@ -371,3 +373,35 @@ def test_tree_names_that_collide_in_slurm_are_refused_before_any_change(site, sl
     with pytest.raises(CommandError, match=r"would share one Slurm name .*vision_a_b"):
         run("slurm_sync", "--cluster", slurm.name)
     assert (n["org"], "") not in associations(slurm)
+
+
+def test_a_requeued_job_is_charged_for_each_of_its_runs(site, slurm):
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    job = submit(slurm, account=n["detection"], gpus=2, seconds=4)
+    deadline = time.monotonic() + 20
+    while slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() != "RUNNING":
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.2)
+    time.sleep(1)  # a first run of at least a second
+    slurm.run("scontrol", "requeue", job)  # as a preemption with PreemptMode=REQUEUE does
+    # Slurm holds a requeued job back (BeginTime) for a while; let it start again now.
+    deadline, requeued = time.monotonic() + 20, False
+    while time.monotonic() < deadline:
+        reason = slurm.run("squeue", "-h", "-j", job, "-o", "%T %r", check=False).strip()
+        requeued = requeued or reason.startswith("PENDING")
+        if reason == "PENDING BeginTime":
+            slurm.run("scontrol", "update", f"jobid={job}", "StartTime=now", check=False)
+        elif requeued and (reason.startswith(("RUNNING", "COMPLETING")) or not reason):
+            break
+        time.sleep(0.2)
+    wait_state(slurm, job, DONE)
+    runs = slurm.run(
+        "sacct", "-X", "-n", "-P", "--duplicates", "-j", job, "--format=State,ElapsedRaw"
+    )
+    states = [line.split("|")[0] for line in runs.splitlines()]
+    assert states == ["REQUEUED", "COMPLETED"]
+    expected = 2 * sum(int(line.split("|")[1]) for line in runs.splitlines())
+    run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert ledger(slurm, job) == expected
