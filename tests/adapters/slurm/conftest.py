@@ -6,6 +6,7 @@ tested against the real thing or not at all.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,6 +32,12 @@ def slurm():
         pytest.fail(
             f"Slurm tests need {', '.join(missing)}: install the packages slurm-wlm, slurmdbd "
             f"and munge (`{INSTALL_HINT}`) and a MariaDB at 127.0.0.1:3306.",
+            pytrace=False,
+        )
+    if os.geteuid() != 0:
+        pytest.fail(
+            "Slurm tests start slurmd, which launches jobs and must run as root: run the "
+            "suite as root (CI does) or in a container.",
             pytrace=False,
         )
     root = Path(tempfile.mkdtemp(prefix="gov-slurm-"))
