@@ -19,6 +19,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
+from governance.models import RoleAssignment
 from governance.selectors.reports import usage_report
 from governance.selectors.visibility import user_visibility
 from scheduler import tasks
@@ -159,6 +160,13 @@ def test_sync_builds_the_tree_in_slurm_and_a_second_sync_changes_nothing(site, s
 
     again = run("slurm_sync", "--cluster", slurm.name)
     assert "no changes" in again
+
+    # A researcher who leaves the project loses the association at the next sync.
+    RoleAssignment.objects.filter(user__username="researcher").delete()
+    left = run("slurm_sync", "--cluster", slurm.name)
+    assert f"remove user researcher@{n['detection']}" in left
+    assert (n["detection"], "researcher") not in associations(slurm)
+    assert (n["detection"], "pi") in associations(slurm)
 
 
 def test_a_hand_made_drift_is_reported_then_repaired(site, slurm):
