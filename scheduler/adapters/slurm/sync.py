@@ -205,9 +205,9 @@ def slurm_sync(
 ) -> SyncReport:
     """Reconcile ``connection``'s cluster tree into Slurm; returns what was planned and done.
 
-    Reads Slurm first (an unreachable Slurm raises ``SlurmError`` before anything changes),
-    refuses a tree whose names Slurm cannot take (``SlurmNameError``, nothing changed), then
-    applies the plan in order unless ``noop``. A refused change stops the apply: the report
+    Refuses a tree whose names Slurm cannot take (``SlurmNameError``) before Slurm is read;
+    reads Slurm (unreachable: ``SlurmError`` before anything changes); then applies the plan
+    in order unless ``noop``. A refused change stops the apply: the report
     lists what was applied and what was not, and ``ok`` is false. ``remove_unknown`` defaults
     to the connection's setting. Records the outcome on the connection.
     """
