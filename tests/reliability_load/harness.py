@@ -465,11 +465,11 @@ class Harness:
             log(f"fault: {name} could not be injected or undone: {exc!r}")
         results: dict = {}
 
+        since = record.get("injected", record["start"])
+
         def measure(key: str, predicate) -> None:
-            began = time.time()
-            elapsed = wait_until(predicate)
+            elapsed = wait_until(lambda: predicate(since))
             results[key] = None if elapsed is None else round(time.time() - record["start"], 1)
-            del began
 
         threads = [
             threading.Thread(target=measure, args=(key, pred), daemon=True)
@@ -493,36 +493,38 @@ class Harness:
         def at(offset: float) -> None:
             time.sleep(max(0.0, began + offset - time.time()))
 
-        def cycles_and_orders(since: float) -> dict:
+        # Each recovery signal is a predicate of ``t``, the moment the fault was injected
+        # (the service is back up by then, except the worker and agent, which come back by
+        # themselves or later): it must happen after ``t``. Times are reported from the
+        # fault's start.
+        def cycles_and_orders() -> dict:
             return {
-                "cycle_h100_s": lambda: cycle_done_after(h100, since),
-                "cycle_lab_s": lambda: cycle_done_after(lab, since),
-                "order_acknowledged_s": lambda: order_acknowledged_after(since),
+                "cycle_h100_s": lambda t: cycle_done_after(h100, t),
+                "cycle_lab_s": lambda t: cycle_done_after(lab, t),
+                "order_acknowledged_s": lambda t: order_acknowledged_after(t),
             }
 
         at(gap)
-        now = time.time()
         worker = self.processes["worker"]
         self.fault(
             "kill -9 the Celery worker", lambda: worker.signal(signal.SIGKILL),
-            {**cycles_and_orders(now),
-             "worker_restarted_s": lambda: bool(worker.restarts and worker.restarts[-1] > now)},
+            {**cycles_and_orders(),
+             "worker_restarted_s": lambda t: bool(worker.restarts and worker.restarts[-1] > t)},
         )  # fmt: skip
         at(2 * gap)
-        now = time.time()
         self.fault(
-            "restart Redis", lambda: (self.services.stop_redis(), self.services.start_redis()),
-            {**cycles_and_orders(now), "redis_up_s": self.services.redis_ping},
+            "restart Redis (SHUTDOWN NOSAVE, start)",
+            lambda: (self.services.stop_redis(), self.services.start_redis()),
+            {**cycles_and_orders(), "redis_up_s": lambda t: self.services.redis_ping()},
         )  # fmt: skip
         at(3 * gap)
-        now = time.time()
         self.fault(
-            "restart PostgreSQL", self.services.restart_postgres,
-            {**cycles_and_orders(now), "postgres_up_s": lambda: db_query("SELECT 1") is not None},
+            "restart PostgreSQL (pg_ctl restart -m fast)", self.services.restart_postgres,
+            {**cycles_and_orders(),
+             "postgres_up_s": lambda t: db_query("SELECT 1") is not None},
         )  # fmt: skip
         at(4 * gap)
         process = self.processes[f"agent-{agent['node']}"]
-        now = time.time()
         down_for = self.options.agent_down
 
         def bring_back(record: dict) -> None:
@@ -533,13 +535,13 @@ class Harness:
             time.sleep(max(0.0, record["start"] + down_for - time.time()))
             self.start_agent(agent)
             record["agent_restarted_s"] = round(time.time() - record["start"], 1)
+            record["injected"] = time.time()  # recovery is measured from the restart
 
         self.fault(
             f"kill -9 node agent {agent['node']}, back after {down_for:.0f} s",
             lambda: process.signal(signal.SIGKILL),
-            {"node_healthy_again_s": lambda: node_state(agent["node"]) == "healthy",
-             "order_acknowledged_on_node_s":
-                 lambda: order_acknowledged_after(now + down_for, agent["node"])},
+            {"node_healthy_again_s": lambda t: node_state(agent["node"]) == "healthy",
+             "order_acknowledged_on_node_s": lambda t: order_acknowledged_after(t, agent["node"])},
             restore=bring_back,
         )  # fmt: skip
 
