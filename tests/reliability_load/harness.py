@@ -13,14 +13,17 @@ Everything runs on services of its own, so killing and restarting them disturbs 
    scheduling loop: cycles every 5 s, accounting every 15 s, simulated executor and demo
    replay every 2 s), and two ``python -m scheduler.agent`` processes for the lab nodes;
 4. locust, headless, ``LOAD_USERS`` (30) clients for ``DURATION`` seconds (120 for ``load``,
-   240 for ``faults``): queue status, submit and the owed-vs-delivered page;
+   240 for ``faults``): queue status, submit and the owed-vs-delivered page, with
+   ``LOAD_THINK`` ("0.5,2") seconds of think time (``0,0`` saturates the server);
 5. with ``--faults``, during the load, one at a time: kill -9 the Celery worker (a supervisor
    loop here restarts it one second later, as systemd's ``Restart=always`` would), restart
    Redis, restart PostgreSQL, kill -9 a node agent and bring it back 30 s later;
 6. afterwards ``verify.py``: every acknowledged submit in the database exactly once, no
    workload started twice, ledger == Σ run GPUs x run time per cluster.
 
-It prints a summary table (markdown) and writes it with the raw figures to
+It prints a summary table (markdown: per endpoint requests, throughput, p50/p95/p99, errors
+in steady state and in fault windows; CPU seconds per component; the checks; per fault the
+seconds to each sign of recovery) and writes it with the raw figures to
 ``var/reliability/<mode>-<UTC time>/``. A benchmark: nothing is asserted on time; the exit
 status is 1 only when a correctness check fails (lost/duplicated submit, a workload started
 twice, an unbalanced ledger, or an error outside the fault windows).
