@@ -17,7 +17,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.choices import WorkloadState
-from scheduler.models import Node, Workload
+from scheduler.models import Node, SimulationJobState, Workload
+from scheduler.services.simulations import simulation_job_create, simulation_job_run
 from scheduler.services.usage import usage_account
 from tests.browser.conftest import sign_in
 
@@ -53,12 +54,35 @@ def usage(world):
     return world
 
 
+TRACE = (
+    "id,submit_time,duration_s,gpus,project,min_runtime_s,resumable\n"
+    "a,2026-01-05T00:00:00,7200,8,detection,,\n"
+    "b,2026-01-05T00:10:00,3600,4,segmentation,,\n"
+)
+
+
+def finished_simulation(world):
+    """A simulation of a small uploaded trace, run to the end here (its page draws figures)."""
+    job = simulation_job_create(
+        user=world.org_admin,
+        organization=world.organization,
+        trace_source="upload",
+        upload=TRACE.encode(),
+        gpus=8,
+        policies=["fifo"],
+    )
+    done = simulation_job_run(job_id=job.pk)
+    assert done.state == SimulationJobState.DONE
+    return done
+
+
 def pages_with_plots(world) -> dict[str, str]:
     return {
         "tree": f"/clusters/{world.cluster.pk}/tree/",
         "delivery": "/dashboards/delivery/",
         "fairshare": "/dashboards/fairshare/",
         "health": "/dashboards/health/",
+        "simulation": f"/simulator/{finished_simulation(world).pk}/",
     }
 
 
