@@ -62,12 +62,22 @@ SECURITY_SETTINGS = [
 ]
 
 
+def subprocess_env(**env: str) -> dict[str, str]:
+    """This process's environment plus ``env``, without what only the test run sets.
+
+    The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for Playwright (``check --deploy`` rightly
+    reports it as async.E001); a deployment does not have it.
+    """
+    inherited = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    return {**inherited, **env}
+
+
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     """``manage.py`` in a subprocess with the test environment plus ``env``."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env=subprocess_env(**env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -83,7 +93,7 @@ def production_settings() -> dict:
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env={**os.environ, **PRODUCTION, "DJANGO_SETTINGS_MODULE": "governance.settings"},
+        env=subprocess_env(**PRODUCTION, DJANGO_SETTINGS_MODULE="governance.settings"),
         capture_output=True,
         text=True,
         timeout=120,
