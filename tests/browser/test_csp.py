@@ -100,8 +100,10 @@ def test_pages_with_plots_draw_them_under_the_policy(page, live_server, usage):
         assert "default-src 'self'" in policy and "'unsafe-eval'" not in policy, policy
         figures = page.locator("[data-figure]")
         assert figures.count() >= 1, f"{name}: no figure on the page"
-        expect(page.locator("[data-figure][data-drawn=true]")).to_have_count(figures.count())
-        expect(page.locator("[data-figure] svg.main-svg").first).to_be_visible()
+        # Generous waits: drawing is quick, but the suite shares two cores with other work.
+        drawn = page.locator("[data-figure][data-drawn=true]")
+        expect(drawn).to_have_count(figures.count(), timeout=30_000)
+        expect(page.locator("[data-figure] svg.main-svg").first).to_be_visible(timeout=30_000)
         violations = page.evaluate("window.__cspViolations")
         policy_messages = [m for m in console if "Content Security Policy" in m]
         assert not violations and not policy_messages, (name, violations, policy_messages)
@@ -118,6 +120,6 @@ def test_a_violation_would_be_seen(page, live_server, usage):
         """() => { const s = document.createElement("script");
                    s.textContent = "window.__ran = true"; document.body.appendChild(s); }"""
     )
-    page.wait_for_function("window.__cspViolations.length > 0")
+    page.wait_for_function("window.__cspViolations.length > 0", timeout=30_000)
     assert page.evaluate("window.__ran === undefined")
     assert any("script-src" in v for v in page.evaluate("window.__cspViolations"))
