@@ -73,6 +73,12 @@ class Agent:
         self._deferred: OrderedDict[str, dict] = OrderedDict()
         # Stop orders waiting for their process to end (run -> [(idempotency key, order id)]).
         self._stopping: dict[str, list[tuple[str, int | str]]] = {}
+        # Runs stopped before this agent started them. A run started and preempted in two
+        # quick cycles reaches the agent as one batch, the stop first: acknowledging that
+        # stop ends the run on the server, so its start must not be carried out after it
+        # (the process would hold GPUs the server has given to another run, and run work
+        # the server has requeued).
+        self._stopped_unstarted: OrderedDict[str, None] = OrderedDict()
         self._next_contact = 0.0
         self._next_heartbeat = 0.0
         self._backoff = 0.0
@@ -216,6 +222,12 @@ class Agent:
         if order["kind"] == "start":
             if any(_idem(o) == idem for o in self._deferred.values()):
                 return  # still waiting for GPUs
+            if run_key in self._stopped_unstarted:
+                logger.info("run %s was stopped before it started: not starting it", run_key)
+                self._acks[idem] = self._remember(
+                    idem, _Ack(order["id"], "rejected", "stopped before start")
+                )
+                return
             if self.runner.is_running(run_key):
                 self._acks[idem] = self._remember(idem, _Ack(order["id"], "started", "running"))
             elif int(order["gpus"]) <= len(self.runner.free_gpus()):
@@ -240,6 +252,9 @@ class Agent:
             if self.runner.stop(run_key, grace_seconds=grace):
                 self._stopping.setdefault(run_key, []).append((idem, order["id"]))
             else:
+                self._stopped_unstarted[run_key] = None
+                while len(self._stopped_unstarted) > REMEMBERED_ORDERS:
+                    self._stopped_unstarted.popitem(last=False)
                 self._acks[idem] = self._remember(
                     idem, _Ack(order["id"], "stopped", "was not running")
                 )

@@ -21,6 +21,7 @@ from scheduler.agent.loop import Agent
 from scheduler.agent.runner import ProcessRunner
 from scheduler.choices import OrderKind, RunEndReason, WorkloadState
 from scheduler.models import Node, Order, Run, UsageRecord, Workload
+from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.workloads import workload_cancel, workload_submit
 from tests.conftest import wait_for
@@ -258,3 +259,63 @@ def test_the_agent_rides_out_a_server_outage(world, start_agent, tmp_path):
     agent.agent.client.server = server
     assert wait_for(lambda: state_of(workload) == WorkloadState.SUCCEEDED, timeout=30)
     assert ledger_equals_runs(workload)
+
+
+def cycle_until(world, rows) -> bool:
+    """True once ``rows()`` has a row; otherwise run a cycle (as the beat would) first."""
+    if rows().exists():
+        return True
+    scheduling_cycle_run(cluster_id=world.cluster.id)
+    return rows().exists()
+
+
+class HeldFetches(AgentClient):
+    """Fetches return nothing while ``hold`` is set, so orders pile up on the server: what an
+    agent sees when two cycles start and then preempt a run between two of its polls."""
+
+    hold = threading.Event()
+
+    def fetch_orders(self):
+        if HeldFetches.hold.is_set():
+            return []
+        return super().fetch_orders()
+
+
+def test_a_run_stopped_before_the_agent_fetched_its_start_is_never_started(
+    world, start_agent, tmp_path
+):
+    """Found by ``make load``: the stop was acknowledged ("was not running"), which ended the
+    run, then its start was carried out anyway; the process held the GPUs the cycle had given
+    the preemptor, whose start failed, and ran work the server had requeued."""
+    runs = tmp_path / "runs"
+    HeldFetches.hold.set()
+    try:
+        start_agent(client_class=HeldFetches)
+        victim = submit(
+            world, f'echo "$GOVERNANCE_RUN_ID" >> {runs}; sleep 1', gpus=8, min_runtime=0,
+            name="victim",
+        )  # fmt: skip
+        assert wait_for(lambda: cycle_until(world, lambda: Run.objects.filter(workload=victim)))
+        first = Run.objects.get(workload=victim)
+        preemptor = submit(world, "sleep 1", gpus=8, min_runtime=60, name="preemptor")
+        # Both cycles ran before the agent saw anything: one fetch will carry the victim's
+        # stop, the victim's start and the preemptor's start. (A submit's own cycle skips
+        # when a cycle of the server's threads holds the lock: run one as the beat would.)
+        assert wait_for(
+            lambda: cycle_until(
+                world, lambda: Order.objects.filter(run__workload=preemptor, kind=OrderKind.START)
+            )
+        )
+        assert Order.objects.filter(run=first, kind=OrderKind.STOP).exists()
+    finally:
+        HeldFetches.hold.clear()
+
+    assert wait_for(lambda: state_of(preemptor) == WorkloadState.SUCCEEDED, timeout=30)
+    first.refresh_from_db()
+    assert first.end_reason == RunEndReason.PREEMPTED
+    assert str(first.pk) not in (runs.read_text().split() if runs.exists() else [])
+    # The requeued victim runs afterwards, once, as a new run.
+    assert wait_for(lambda: state_of(victim) == WorkloadState.SUCCEEDED, timeout=30)
+    assert runs.read_text().split() == [
+        str(r.pk) for r in Run.objects.filter(workload=victim, attempt__gt=first.attempt)
+    ]
