@@ -687,15 +687,16 @@ class Harness:
             f"{len(sub.get('duplicated', []))}, not acknowledged but stored "
             f"{sub.get('unacknowledged_but_stored')}.",
             "",
-            "| cluster | workloads | runs | cycles (time in them) | orders acked | runs open at end "
+            "| cluster | workloads | runs | cycles (time in them) | orders acked | runs failed | runs open at end "
             "| started twice, starts off placement | ledger GPU-s | Σ runs GPU-s | balances |",
-            "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|",
         ]
         for slug, c in checks.get("clusters", {}).items():
             lines.append(
                 f"| {slug} | {c['workloads']} | {c['runs']} | {c['cycles']} ({c['cycle_seconds']} s, "
                 f"mean {c['cycle_mean_ms']} ms, ≤ {c['cycle_max_pending']} pending) "
-                f"| {c['orders_acknowledged']} | {c['runs_open_at_end']} | {c['started_twice']}, "
+                f"| {c['orders_acknowledged']} | {c['runs_by_end_reason'].get('failed', 0)} "
+                f"| {c['runs_open_at_end']} | {c['started_twice']}, "
                 f"{c['starts_off_placement'] + c['duplicate_start_orders']} "
                 f"| {float(c['ledger_gpu_seconds']):.1f} | {float(c['runs_gpu_seconds']):.1f} "
                 f"| {'yes' if c['ledger_balances'] else 'NO'} |"
