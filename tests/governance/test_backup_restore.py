@@ -23,6 +23,7 @@ import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from shutil import which
 
 import pytest
 from django.db import connection
@@ -143,6 +144,12 @@ def pg_args() -> list[str]:
 @pytest.fixture
 def restored_database():
     """A fresh database name on the test server; dropped after the test."""
+    missing = [t for t in ("pg_dump", "pg_restore", "createdb", "dropdb") if not which(t)]
+    if missing:
+        pytest.fail(
+            f"{', '.join(missing)} not found: install the PostgreSQL client tools "
+            "(apt-get install postgresql-client)"
+        )
     name = f"restore_{uuid.uuid4().hex[:12]}"
     yield name
     subprocess.run(
