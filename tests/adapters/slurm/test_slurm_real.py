@@ -169,6 +169,55 @@ def test_sync_builds_the_tree_in_slurm_and_a_second_sync_changes_nothing(site, s
     assert (n["detection"], "pi") in associations(slurm)
 
 
+def test_the_demo_tree_syncs_into_slurm_and_a_second_sync_changes_nothing(slurm):
+    """The tree `make run` shows (load_demo, from the Philly trace) as Slurm accounts.
+
+    Expected accounts, parents and Fairshare values are read here from the demo's current
+    allocation rows (share in hundredths of a percent), not from the adapter.
+    """
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from governance.models import Allocation, Cluster
+
+    call_command("load_demo", stdout=StringIO())
+    cluster = Cluster.objects.get(organization__slug="philly", slug="h100")
+    SlurmConnection.objects.create(
+        cluster=cluster, slurm_cluster=slurm.name, slurm_conf=str(slurm.conf), account_prefix="d"
+    )
+    now = timezone.now()
+    current = Allocation.objects.filter(cluster=cluster, valid_from__lte=now).filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=now)
+    )
+    org = "dphilly"
+    expected = {}
+    for allocation in current.select_related("program", "project__program"):
+        if allocation.program_id:
+            account, parent = f"{org}_{allocation.program.slug}", org
+        else:
+            program = allocation.project.program
+            account = f"d{program.slug}_{allocation.project.slug}"
+            parent = f"{org}_{program.slug}"
+        expected[account] = (parent, str(int(allocation.percent * 100)))
+    assert len(expected) >= 10  # programs and projects of the demo
+
+    first = run("slurm_sync", "--cluster", slurm.name)
+    assert "change(s)" in first
+    assoc = associations(slurm)
+    assert assoc[(org, "")]["parent"] == "root"
+    for account, (parent, fairshare) in expected.items():
+        assert assoc[(account, "")]["parent"] == parent, account
+        assert assoc[(account, "")]["fairshare"] == fairshare, account
+    # sshare shows every account of the tree.
+    shown = {
+        line.split("|")[0].strip()
+        for line in slurm.run("sshare", "-P", "-n", "-a", "-o", "Account,User").splitlines()
+    }
+    assert set(expected) | {org} <= shown
+
+    assert "no changes" in run("slurm_sync", "--cluster", slurm.name)
+
+
 def test_a_hand_made_drift_is_reported_then_repaired(site, slurm):
     _, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
