@@ -1,4 +1,6 @@
-"""Refuse a request whose declared body is larger than the site accepts, before reading it.
+"""Site-wide request guards: body size before reading, and a 503 for a database that is away.
+
+Refuse a request whose declared body is larger than the site accepts, before reading it.
 
 Django checks ``DATA_UPLOAD_MAX_MEMORY_SIZE`` for form fields, but a multipart file upload is
 received whole (spooled to a temporary file) before any view can look at its size: a 1 GB
@@ -8,8 +10,13 @@ received whole (spooled to a temporary file) before any view can look at its siz
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
+from django.db.utils import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
 
 
 class RequestSizeLimitMiddleware:
@@ -30,3 +37,37 @@ class RequestSizeLimitMiddleware:
                 return JsonResponse({"detail": message}, status=413)
             return HttpResponse(message, status=413, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """503 with ``Retry-After`` when the database cannot be reached, instead of a 500.
+
+    While PostgreSQL restarts (a failover, an upgrade) every request fails: a 500 tells a
+    script or a node agent "the server is broken", a 503 with ``Retry-After`` tells it "try
+    again in a few seconds", which the agent and well-behaved clients do. Only the database's
+    connection-level errors are translated (``OperationalError``, ``InterfaceError``); any
+    other error is still a 500 and still logged as one.
+    """
+
+    RETRY_AFTER_SECONDS = 5
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        """Answer 503 for a database that is away; let every other exception through."""
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        logger.warning(
+            "Database unavailable for %s %s: %s", request.method, request.path, exception
+        )
+        message = "The database is unavailable; try again in a few seconds."
+        if request.path.startswith("/api/"):
+            response = JsonResponse({"detail": message}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(self.RETRY_AFTER_SECONDS)
+        return response

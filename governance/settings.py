@@ -111,6 +111,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    # Last, so it sees the views' exceptions first: a database that is away is a 503.
+    "governance.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "governance.urls"
