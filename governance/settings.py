@@ -364,6 +364,11 @@ SCHEDULER_AGENT_TIMEOUT_SECONDS = env_int("SCHEDULER_AGENT_TIMEOUT_SECONDS", 60)
 SCHEDULER_STOP_GRACE_SECONDS = env_int("SCHEDULER_STOP_GRACE_SECONDS", 30)
 SCHEDULER_WINDOW_SECONDS = env_int("SCHEDULER_WINDOW_SECONDS", 7 * 86400)
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fairshare")
+# Enqueued cycles are coalesced to one queued per cluster by a Redis flag; its lifetime
+# bounds how long a lost task's flag can hold back enqueues (scheduler/services/cycle_queue.py).
+SCHEDULER_CYCLE_QUEUED_TTL_SECONDS = env_int(
+    "SCHEDULER_CYCLE_QUEUED_TTL_SECONDS", 4 * SCHEDULER_CYCLE_SECONDS
+)
 # Fault injection for the failure tests only (a cycle sleeps this long holding its lock).
 SCHEDULER_CYCLE_PAUSE_SECONDS = env_int("SCHEDULER_CYCLE_PAUSE_SECONDS", 0)
 CELERY_BEAT_SCHEDULE = {

@@ -37,7 +37,11 @@ def _close_broken_connection() -> None:
 def scheduler_cycle(cluster_id: int) -> int | None:
     """Run one scheduling cycle for a cluster (skips when another worker is running one)."""
     from scheduler.services.cycle import scheduling_cycle_run
+    from scheduler.services.cycle_queue import cycle_queued_clear
 
+    # First, before any state is read: changes committed from now on must enqueue a new
+    # cycle, since this one may not see them (enqueues are coalesced while one is queued).
+    cycle_queued_clear(cluster_id=cluster_id)
     _close_broken_connection()
     record = scheduling_cycle_run(cluster_id=cluster_id)
     return record.pk if record else None

@@ -51,12 +51,16 @@ def stop_order(*, run: Run, node_id: int, reason: str, now: datetime) -> Order:
 
 
 def cycle_enqueue(*, cluster_id: int) -> None:
-    """Run a scheduling cycle for the cluster once the current transaction commits."""
-    from scheduler.tasks import scheduler_cycle
+    """Run a scheduling cycle for the cluster once the current transaction commits.
+
+    Coalesced: no task is sent while one is already queued for the cluster (it has not
+    started, so it will read this commit's changes) — see ``cycle_queue``.
+    """
+    from scheduler.services.cycle_queue import cycle_send
 
     # Robust: with the broker away the commit still stands; the beat's next cycle (every
     # SCHEDULER_CYCLE_SECONDS) does the same work.
-    transaction.on_commit(lambda: scheduler_cycle.delay(cluster_id), robust=True)
+    transaction.on_commit(lambda: cycle_send(cluster_id=cluster_id), robust=True)
 
 
 def run_request_stop(
