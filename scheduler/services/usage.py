@@ -73,13 +73,13 @@ def gpu_seconds(gpus: int, start: datetime, end: datetime) -> Decimal:
     return Decimal(gpus * ((end - start) // MICROSECOND)).scaleb(-6)
 
 
-def _rate_seconds(percent: Decimal, gpus: int, start: datetime, end: datetime) -> Decimal:
+def rate_seconds(percent: Decimal, gpus: int, start: datetime, end: datetime) -> Decimal:
     """``percent`` % of ``gpus`` GPUs over ``[start, end)``, in GPU-seconds (6 places, down)."""
     return (percent / 100 * gpu_seconds(gpus, start, end)).quantize(SIX_PLACES, ROUND_DOWN)
 
 
 @dataclass
-class _Rollup:
+class UsageHourRollup:
     """The ``UsageHour`` rows one accounting pass touches, locked and updated in memory."""
 
     cluster_id: int
@@ -87,7 +87,7 @@ class _Rollup:
     new: set[tuple[int, datetime]]
 
     @classmethod
-    def load(cls, cluster_id: int, keys: Iterable[tuple[int, datetime]]) -> _Rollup:
+    def load(cls, cluster_id: int, keys: Iterable[tuple[int, datetime]]) -> UsageHourRollup:
         keys = set(keys)
         rows: dict[tuple[int, datetime], UsageHour] = {}
         hours = {hour for _, hour in keys}
@@ -118,6 +118,70 @@ class _Rollup:
         UsageHour.objects.bulk_update(existing, ROLLUP_FIELDS)
 
 
+def charge_split(
+    rollup: UsageHourRollup,
+    *,
+    project_id: int,
+    hour: datetime,
+    start: datetime,
+    end: datetime,
+    gpus: int,
+    free: bool,
+    share: Decimal,
+    healthy_gpus: int,
+) -> list[tuple[datetime, datetime, str]]:
+    """The charging rule for ``[start, end)`` inside ``hour``: ``(start, end, charge)`` parts.
+
+    Free-lane time is ``free``; otherwise ``budgeted`` up to the project's hourly cap (its
+    effective share of the healthy GPUs), ``burst`` above it. The cap's room is read from
+    ``rollup``, so the caller must add each part to it (as its ``record`` does) before asking
+    for the next piece. Used by the live loop's accounting and by usage imported from another
+    scheduler alike: one rule.
+    """
+    if free:
+        return [(start, end, Charge.FREE)]
+    room = rate_seconds(share, healthy_gpus, hour, hour + HOUR) - rollup.charged(project_id, hour)
+    if gpu_seconds(gpus, start, end) <= room:
+        return [(start, end, Charge.BUDGETED)]
+    # Split at the last microsecond that still fits under the cap.
+    split = start + MICROSECOND * int(max(room, ZERO).scaleb(6) // gpus)
+    budgeted = [(start, split, Charge.BUDGETED)] if split > start else []
+    return [*budgeted, (split, end, Charge.BURST)]
+
+
+def entitlement_record(
+    rollup: UsageHourRollup,
+    *,
+    cluster_id: int,
+    project_id: int,
+    hour: datetime,
+    start: datetime,
+    end: datetime,
+    share: Decimal,
+    healthy_gpus: int,
+    demand_gpus: int,
+    demand_gpu_seconds: Decimal,
+) -> EntitlementRecord:
+    """The (unsaved) entitlement row of one project for ``[start, end)``, added to ``rollup``.
+
+    Entitled = effective share x healthy GPUs over the interval; demand is the caller's.
+    """
+    entitled = rate_seconds(share, healthy_gpus, start, end)
+    rollup.add(project_id, hour, "entitled_gpu_seconds", entitled)
+    rollup.add(project_id, hour, "demand_gpu_seconds", demand_gpu_seconds)
+    return EntitlementRecord(
+        project_id=project_id,
+        cluster_id=cluster_id,
+        interval_start=start,
+        interval_end=end,
+        effective_share=share,
+        healthy_gpus=healthy_gpus,
+        demand_gpus=demand_gpus,
+        entitled_gpu_seconds=entitled,
+        demand_gpu_seconds=demand_gpu_seconds,
+    )
+
+
 def _healthy_gpus(cluster_id: int) -> int:
     return (
         Node.objects.filter(cluster_id=cluster_id, state=NodeState.HEALTHY).aggregate(
@@ -140,7 +204,7 @@ def _account_runs(
         for hour, start, end in hour_pieces(run.accounted_until, until):
             pieces.append((start, run.id, run, hour, end))
     pieces.sort(key=lambda p: (p[0], p[1]))
-    rollup = _Rollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
+    rollup = UsageHourRollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
     records: list[UsageRecord] = []
 
     def record(run: Run, hour: datetime, start: datetime, end: datetime, charge: str) -> None:
@@ -160,21 +224,18 @@ def _account_runs(
         rollup.add(run.project_id, hour, CHARGE_FIELD[charge], amount)
 
     for start, _, run, hour, end in pieces:
-        if run.lane == RunLane.FREE:
-            record(run, hour, start, end, Charge.FREE)
-            continue
-        share = budget.effective.get(run.project_id, ZERO)
-        cap = _rate_seconds(share, healthy_gpus, hour, hour + HOUR)
-        room = cap - rollup.charged(run.project_id, hour)
-        amount = gpu_seconds(run.gpus, start, end)
-        if amount <= room:
-            record(run, hour, start, end, Charge.BUDGETED)
-            continue
-        # Split at the last microsecond that still fits under the cap.
-        split = start + MICROSECOND * int(max(room, ZERO).scaleb(6) // run.gpus)
-        if split > start:
-            record(run, hour, start, split, Charge.BUDGETED)
-        record(run, hour, split, end, Charge.BURST)
+        for piece_start, piece_end, charge in charge_split(
+            rollup,
+            project_id=run.project_id,
+            hour=hour,
+            start=start,
+            end=end,
+            gpus=run.gpus,
+            free=run.lane == RunLane.FREE,
+            share=budget.effective.get(run.project_id, ZERO),
+            healthy_gpus=healthy_gpus,
+        ):
+            record(run, hour, piece_start, piece_end, charge)
 
     UsageRecord.objects.bulk_create(records)
     rollup.save()
@@ -223,29 +284,28 @@ def _account_entitlement(
         p for p, gpus in demand.items() if gpus
     }
     pieces = list(hour_pieces(cursor.accounted_until, now))
-    rollup = _Rollup.load(cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces})
+    rollup = UsageHourRollup.load(
+        cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces}
+    )
     records = []
     for project_id in sorted(projects):
         share = budget.effective.get(project_id, ZERO)
         wanted = demand.get(project_id, 0)
         for hour, start, end in pieces:
-            entitled = _rate_seconds(share, healthy_gpus, start, end)
-            asked = gpu_seconds(wanted, start, end)
             records.append(
-                EntitlementRecord(
-                    project_id=project_id,
+                entitlement_record(
+                    rollup,
                     cluster_id=cluster.id,
-                    interval_start=start,
-                    interval_end=end,
-                    effective_share=share,
+                    project_id=project_id,
+                    hour=hour,
+                    start=start,
+                    end=end,
+                    share=share,
                     healthy_gpus=healthy_gpus,
                     demand_gpus=wanted,
-                    entitled_gpu_seconds=entitled,
-                    demand_gpu_seconds=asked,
+                    demand_gpu_seconds=gpu_seconds(wanted, start, end),
                 )
             )
-            rollup.add(project_id, hour, "entitled_gpu_seconds", entitled)
-            rollup.add(project_id, hour, "demand_gpu_seconds", asked)
     EntitlementRecord.objects.bulk_create(records)
     rollup.save()
     cursor.accounted_until = now

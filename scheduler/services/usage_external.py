@@ -32,19 +32,18 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from governance.models import Cluster, Project
-from scheduler.choices import Charge, NodeState
+from scheduler.choices import NodeState
 from scheduler.models import AccountingCursor, EntitlementRecord, Node, UsageRecord
 from scheduler.selectors.budget import cluster_budget
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 
-# The charging rule and the rollup are the live loop's own (one rule, one place).
+# The charging rule, the entitlement row and the rollup are the live loop's own (one place).
 from scheduler.services.usage import (
     CHARGE_FIELD,
-    HOUR,
-    MICROSECOND,
     ZERO,
-    _rate_seconds,
-    _Rollup,
+    UsageHourRollup,
+    charge_split,
+    entitlement_record,
     gpu_seconds,
     hour_pieces,
 )
@@ -145,7 +144,7 @@ def usage_external_record(
         if gpus == 0 or begin >= end:
             return ExternalUsageResult(UNCHANGED, 0, ZERO, charged_until)
         pieces = list(hour_pieces(begin, end))
-        rollup = _Rollup.load(cluster.id, {(project.id, hour) for hour, _, _ in pieces})
+        rollup = UsageHourRollup.load(cluster.id, {(project.id, hour) for hour, _, _ in pieces})
         share = cluster_budget(cluster=cluster, at=now).effective.get(project.id, ZERO)
         healthy = external_healthy_gpus(cluster=cluster)
         records: list[UsageRecord] = []
@@ -169,19 +168,18 @@ def usage_external_record(
             rollup.add(project.id, hour, CHARGE_FIELD[charge], amount)
 
         for hour, piece_start, piece_end in pieces:
-            if free:
-                record(hour, piece_start, piece_end, Charge.FREE)
-                continue
-            cap = _rate_seconds(share, healthy, hour, hour + HOUR)
-            room = cap - rollup.charged(project.id, hour)
-            if gpu_seconds(gpus, piece_start, piece_end) <= room:
-                record(hour, piece_start, piece_end, Charge.BUDGETED)
-                continue
-            # Split at the last microsecond that still fits under the cap (as the live loop).
-            split = piece_start + MICROSECOND * int(max(room, ZERO).scaleb(6) // gpus)
-            if split > piece_start:
-                record(hour, piece_start, split, Charge.BUDGETED)
-            record(hour, split, piece_end, Charge.BURST)
+            for part_start, part_end, charge in charge_split(
+                rollup,
+                project_id=project.id,
+                hour=hour,
+                start=piece_start,
+                end=piece_end,
+                gpus=gpus,
+                free=free,
+                share=share,
+                healthy_gpus=healthy,
+            ):
+                record(hour, part_start, part_end, charge)
         UsageRecord.objects.bulk_create(records)
         rollup.save()
     added = sum((r.gpu_seconds for r in records), ZERO)
@@ -229,28 +227,27 @@ def usage_external_entitlement(
                 if lo <= piece_start < hi:
                     at_start[(interval.project_id, piece_start)] += interval.gpus
         projects = {p for p, share in effective.items() if share > 0} | {p for p, _ in asked}
-        rollup = _Rollup.load(cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces})
+        rollup = UsageHourRollup.load(
+            cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces}
+        )
         records = []
         for project_id in sorted(projects):
             share = effective.get(project_id, ZERO)
             for hour, piece_start, piece_end in pieces:
-                entitled = _rate_seconds(share, healthy, piece_start, piece_end)
-                wanted = asked.get((project_id, piece_start), ZERO)
                 records.append(
-                    EntitlementRecord(
-                        project_id=project_id,
+                    entitlement_record(
+                        rollup,
                         cluster_id=cluster.id,
-                        interval_start=piece_start,
-                        interval_end=piece_end,
-                        effective_share=share,
+                        project_id=project_id,
+                        hour=hour,
+                        start=piece_start,
+                        end=piece_end,
+                        share=share,
                         healthy_gpus=healthy,
                         demand_gpus=at_start.get((project_id, piece_start), 0),
-                        entitled_gpu_seconds=entitled,
-                        demand_gpu_seconds=wanted,
+                        demand_gpu_seconds=asked.get((project_id, piece_start), ZERO),
                     )
                 )
-                rollup.add(project_id, hour, "entitled_gpu_seconds", entitled)
-                rollup.add(project_id, hour, "demand_gpu_seconds", wanted)
         EntitlementRecord.objects.bulk_create(records)
         rollup.save()
         cursor.accounted_until = until
