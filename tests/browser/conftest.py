@@ -7,8 +7,10 @@ committed (``django_db(transaction=True)``) so the live server's thread sees it.
 from __future__ import annotations
 
 import os
+from datetime import UTC, timedelta
 
 import pytest
+from django.utils import timezone
 
 # Playwright's sync API runs an event loop in the test thread; the ORM calls the tests make
 # between page actions are still plain synchronous code.
@@ -47,6 +49,34 @@ def world(transactional_db):
     from tests.personas import build_personas
 
     return build_personas()
+
+
+@pytest.fixture
+def world_with_usage(world):
+    """``world`` whose charts have data: 4 x 8-GPU nodes, a pending 32-GPU workload of
+    Detection, and one hour accounted (the cursor starts two hours ago; the accounting
+    cursor's ``accounted_until`` is one hour ago)."""
+    from scheduler.choices import WorkloadState
+    from scheduler.models import Node, Workload
+    from scheduler.services.usage import usage_account
+
+    cluster = world.cluster
+    for i in range(4):
+        Node.objects.create(cluster=cluster, name=f"n{i}", gpus=8)
+    hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    Workload.objects.create(
+        project=world.project_a1,
+        cluster=cluster,
+        name="big training run",
+        gpus=32,
+        nodes=4,
+        min_runtime_seconds=3600,
+        state=WorkloadState.PENDING,
+        submitted_at=hour - timedelta(hours=2),
+    )
+    usage_account(cluster=cluster, now=hour - timedelta(hours=2))  # the cursor starts here
+    usage_account(cluster=cluster, now=hour - timedelta(hours=1))  # one hour accounted
+    return world
 
 
 def sign_in(page, live_server, username: str, password: str) -> None:

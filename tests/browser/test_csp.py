@@ -10,16 +10,11 @@ inline script, eval or a CDN would fail here (see CONTENT_SECURITY_POLICY in set
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
-
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from scheduler.choices import WorkloadState
-from scheduler.models import Node, SimulationJobState, Workload
+from scheduler.models import SimulationJobState
 from scheduler.services.simulations import simulation_job_create, simulation_job_run
-from scheduler.services.usage import usage_account
 from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -30,28 +25,6 @@ document.addEventListener("securitypolicyviolation", (e) => {
   window.__cspViolations.push(`${e.violatedDirective} blocked ${e.blockedURI || "inline"}`);
 });
 """
-
-
-@pytest.fixture
-def usage(world):
-    """Nodes, a pending 32-GPU workload and two hours of accounted usage: charts have data."""
-    cluster = world.cluster
-    for i in range(4):
-        Node.objects.create(cluster=cluster, name=f"n{i}", gpus=8)
-    hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    Workload.objects.create(
-        project=world.project_a1,
-        cluster=cluster,
-        name="big training run",
-        gpus=32,
-        nodes=4,
-        min_runtime_seconds=3600,
-        state=WorkloadState.PENDING,
-        submitted_at=hour - timedelta(hours=2),
-    )
-    usage_account(cluster=cluster, now=hour - timedelta(hours=2))
-    usage_account(cluster=cluster, now=hour - timedelta(hours=1))
-    return world
 
 
 TRACE = (
@@ -86,13 +59,13 @@ def pages_with_plots(world) -> dict[str, str]:
     }
 
 
-def test_pages_with_plots_draw_them_under_the_policy(page, live_server, usage):
+def test_pages_with_plots_draw_them_under_the_policy(page, live_server, world_with_usage):
     console: list[str] = []
     page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.add_init_script(RECORD_VIOLATIONS)
-    sign_in(page, live_server, "org_admin", usage.password)
+    sign_in(page, live_server, "org_admin", world_with_usage.password)
 
-    for name, path in pages_with_plots(usage).items():
+    for name, path in pages_with_plots(world_with_usage).items():
         console.clear()
         response = page.goto(f"{live_server.url}{path}")
         assert response.status == 200, name
@@ -109,12 +82,12 @@ def test_pages_with_plots_draw_them_under_the_policy(page, live_server, usage):
         assert not violations and not policy_messages, (name, violations, policy_messages)
 
 
-def test_a_violation_would_be_seen(page, live_server, usage):
+def test_a_violation_would_be_seen(page, live_server, world_with_usage):
     """The checks above are not blind: an inline script on our page is blocked and recorded."""
     console: list[str] = []
     page.on("console", lambda message: console.append(message.text))
     page.add_init_script(RECORD_VIOLATIONS)
-    sign_in(page, live_server, "org_admin", usage.password)
+    sign_in(page, live_server, "org_admin", world_with_usage.password)
     page.goto(f"{live_server.url}/dashboards/health/")
     page.evaluate(
         """() => { const s = document.createElement("script");

@@ -10,15 +10,13 @@ owed-vs-delivered page shows the larger entitlement.
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from scheduler.choices import WorkloadState
-from scheduler.models import Node, Workload
+from scheduler.models import AccountingCursor
 from scheduler.services.usage import usage_account
 from tests.browser.conftest import sign_in
 
@@ -29,24 +27,12 @@ def detection_row(page):
     return page.get_by_test_id("delivery-table").locator("tr", has_text="Detection")
 
 
-def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(page, live_server, world):
+def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(
+    page, live_server, world_with_usage
+):
+    world = world_with_usage  # one hour at 30 % accounted
     cluster = world.cluster
-    for i in range(4):
-        Node.objects.create(cluster=cluster, name=f"n{i}", gpus=8)
-    hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    Workload.objects.create(
-        project=world.project_a1,
-        cluster=cluster,
-        name="big training run",
-        gpus=32,
-        nodes=4,
-        min_runtime_seconds=3600,
-        state=WorkloadState.PENDING,
-        submitted_at=hour - timedelta(hours=2),
-    )
-    start = hour - timedelta(hours=2)
-    usage_account(cluster=cluster, now=start)  # the accounting cursor starts here
-    usage_account(cluster=cluster, now=start + timedelta(hours=1))  # one hour at 30 %
+    accounted_until = AccountingCursor.objects.get(cluster=cluster).accounted_until
 
     sign_in(page, live_server, "program_manager", world.password)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboards").click()
@@ -65,7 +51,7 @@ def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(page, l
     # The next rollup: from the end of the last pass until now, at 55 % of 60 % = 33 %.
     now = timezone.now()
     usage_account(cluster=cluster, now=now)
-    seconds = Decimal((now - (start + timedelta(hours=1))).total_seconds())
+    seconds = Decimal((now - accounted_until).total_seconds())
     expected = (Decimal("34560") + Decimal("0.33") * 32 * seconds) / 3600
     rounded = round(expected, 1)  # the page's format: one decimal, whole numbers bare
     shown = f"{int(rounded):,}" if rounded == rounded.to_integral_value() else f"{rounded:,.1f}"
