@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.adapters.slurm.daemons import INSTALL_HINT, SlurmTestCluster, missing_binaries
+from tests.conftest import attach_daemon_log, tail_of
 from tests.personas import personas  # noqa: F401 - the fixture
 
 
@@ -48,3 +51,37 @@ def slurm():
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def slurm_logs_on_failure(request):
+    """For a test that uses the Slurm: its jobs (sacct), their output and the daemons' logs
+    are printed if it fails."""
+    if "slurm" not in request.fixturenames:
+        yield
+        return
+    cluster: SlurmTestCluster = request.getfixturevalue("slurm")
+    began = time.time()
+    since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+    def jobs() -> str:
+        return cluster.run(
+            "sacct", "-n", "-P", "--duplicates", "--allusers", f"--starttime={since}",
+            "--format=JobID,Account,QOS,State,ExitCode,Reason,Submit,Start,End,ElapsedRaw",
+            check=False,
+        )  # fmt: skip
+
+    def outputs() -> str:
+        return "".join(
+            f"--- {path.name}\n{tail_of(path, 1500)}\n"
+            for path in sorted(cluster.root.glob("job-*.out"))
+            if path.stat().st_mtime >= began - 1
+        )
+
+    node = request.node
+    attach_daemon_log(node, "sacct (this test's jobs, every run)", jobs)
+    attach_daemon_log(node, "job output", outputs)
+    for daemon in ("slurmctld", "slurmd", "slurmdbd"):
+        log = cluster.root / "log" / f"{daemon}.log"
+        attach_daemon_log(node, f"{daemon}.log", lambda log=log: tail_of(log))
+    yield

@@ -25,6 +25,12 @@ CLIENTS = ("sacctmgr", "sacct", "sbatch", "sinfo", "sshare", "squeue", "scontrol
 INSTALL_HINT = "apt-get install -y slurm-wlm slurmdbd munge"
 MARIADB_START = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
 NODE_GPUS = 8
+# Slurm holds a requeued job back for the credential lifetime + 1 s, so that the node has
+# forgotten the credential it revoked when it killed the previous run: a run started sooner is
+# refused by slurmd ("already killed") and Slurm records it as FAILED. The default lifetime
+# (120 s) would make a requeue test wait two minutes; 10 s keeps Slurm's own safeguard and
+# still leaves a launch on a loaded machine ample time to present its credential.
+CRED_EXPIRE_SECONDS = 10
 
 
 def missing_binaries() -> list[str]:
@@ -98,7 +104,9 @@ SlurmctldPort={self.ctld_port}
 SlurmdPort={self.slurmd_port}
 SlurmUser=root
 SlurmdUser=root
-{auth}StateSaveLocation={r}/state
+AuthType=auth/munge
+AuthInfo=cred_expire={CRED_EXPIRE_SECONDS},socket={self.munge_socket}
+StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool
 SlurmctldPidFile={r}/slurmctld.pid
 SlurmdPidFile={r}/slurmd.pid
@@ -264,12 +272,18 @@ StorageLoc={self.database}
 
 
 def submit(
-    cluster: SlurmTestCluster, *, account: str, gpus: int, seconds: int, qos: str = ""
+    cluster: SlurmTestCluster,
+    *,
+    account: str,
+    gpus: int,
+    seconds: int,
+    qos: str = "",
+    script: str = "",
 ) -> str:
-    """``sbatch --gres=gpu:N --account=… --wrap 'sleep S'``; the job id."""
+    """``sbatch --gres=gpu:N --account=… --wrap 'sleep S'`` (or ``script``); the job id."""
     args = [
         "sbatch", "--parsable", f"--gres=gpu:{gpus}", f"--account={account}",
-        f"--output={cluster.root}/job-%j.out", "--wrap", f"sleep {seconds}",
+        f"--output={cluster.root}/job-%j.out", "--wrap", script or f"sleep {seconds}",
     ]  # fmt: skip
     if qos:
         args.insert(1, f"--qos={qos}")
@@ -289,6 +303,31 @@ def job_state(cluster: SlurmTestCluster, job: str) -> str:
         return ""
     state, eligible = out.splitlines()[0].split("|")[:2]
     return "" if eligible in ("Unknown", "None", "") else state.split(" ")[0]
+
+
+def queue_state(cluster: SlurmTestCluster, job: str) -> tuple[str, int]:
+    """What ``squeue`` says of a job now: (state, seconds it has run), ("", 0) once gone."""
+    out = cluster.run("squeue", "-h", "-j", job, "-o", "%T|%M", check=False).strip()
+    if "|" not in out:
+        return "", 0
+    state, used = out.split("|")
+    seconds = 0
+    days, _, clock = used.rpartition("-")
+    for part in clock.split(":"):
+        seconds = seconds * 60 + int(part)
+    return state, seconds + int(days or 0) * 86400
+
+
+def wait_running(cluster: SlurmTestCluster, job: str, *, ran: int = 0, timeout: float = 40) -> None:
+    """Wait until ``squeue`` shows the job RUNNING for at least ``ran`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen = ("", 0)
+    while time.monotonic() < deadline:
+        seen = queue_state(cluster, job)
+        if seen[0] == "RUNNING" and seen[1] >= ran:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} not running for {ran}s after {timeout}s (last: {seen})")
 
 
 def wait_state(cluster: SlurmTestCluster, job: str, states: set[str], timeout: float = 40) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
@@ -24,7 +23,7 @@ from governance.selectors.reports import usage_report
 from governance.selectors.visibility import user_visibility
 from scheduler import tasks
 from scheduler.models import EntitlementRecord, Node, SlurmConnection, UsageHour, UsageRecord
-from tests.adapters.slurm.daemons import submit, wait_state
+from tests.adapters.slurm.daemons import submit, wait_running, wait_state
 from tests.factories import ProgramFactory, ProjectFactory, UserFactory, researcher_of
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -432,33 +431,60 @@ def test_tree_names_that_collide_in_slurm_are_refused_before_any_change(site, sl
     assert (n["org"], "") not in associations(slurm)
 
 
+def runs_of(slurm, job: str) -> list[tuple[str, int]]:
+    """Every run of a job as ``sacct --duplicates`` records it: (state, elapsed seconds)."""
+    out = slurm.run(
+        "sacct", "-X", "-n", "-P", "--duplicates", "-j", job, "--format=State,ElapsedRaw"
+    )
+    return [(line.split("|")[0], int(line.split("|")[1])) for line in out.splitlines()]
+
+
+def requeue_after_a_first_run(slurm, job: str) -> None:
+    """Requeue a job once it has run for a second, as a preemption with PreemptMode=REQUEUE
+    does; Slurm starts it again itself once its requeue hold (BeginTime) has passed."""
+    wait_running(slurm, job, ran=1)
+    slurm.run("scontrol", "requeue", job)
+
+
 def test_a_requeued_job_is_charged_for_each_of_its_runs(site, slurm):
     _, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
     since = datetime.now(UTC).replace(microsecond=0).isoformat()
     job = submit(slurm, account=n["detection"], gpus=2, seconds=4)
-    deadline = time.monotonic() + 20
-    while slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() != "RUNNING":
-        assert time.monotonic() < deadline, "the job did not start"
-        time.sleep(0.2)
-    time.sleep(1)  # a first run of at least a second
-    slurm.run("scontrol", "requeue", job)  # as a preemption with PreemptMode=REQUEUE does
-    # Slurm holds a requeued job back (BeginTime) for a while; let it start again now.
-    deadline, requeued = time.monotonic() + 20, False
-    while time.monotonic() < deadline:
-        reason = slurm.run("squeue", "-h", "-j", job, "-o", "%T %r", check=False).strip()
-        requeued = requeued or reason.startswith("PENDING")
-        if reason == "PENDING BeginTime":
-            slurm.run("scontrol", "update", f"jobid={job}", "StartTime=now", check=False)
-        elif requeued and (reason.startswith(("RUNNING", "COMPLETING")) or not reason):
-            break
-        time.sleep(0.2)
-    wait_state(slurm, job, DONE)
-    runs = slurm.run(
-        "sacct", "-X", "-n", "-P", "--duplicates", "-j", job, "--format=State,ElapsedRaw"
-    )
-    states = [line.split("|")[0] for line in runs.splitlines()]
-    assert states == ["REQUEUED", "COMPLETED"]
-    expected = 2 * sum(int(line.split("|")[1]) for line in runs.splitlines())
+    requeue_after_a_first_run(slurm, job)
+    wait_state(slurm, job, DONE, timeout=60)
+    runs = runs_of(slurm, job)
+    assert [state for state, _ in runs] == ["REQUEUED", "COMPLETED"]
     run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
-    assert ledger(slurm, job) == expected
+    assert ledger(slurm, job) == 2 * sum(elapsed for _, elapsed in runs)
+
+
+def test_a_requeued_job_whose_second_run_fails_is_charged_for_both_runs(site, slurm):
+    """A requeued job can fail on its next run (its code, or a launch Slurm refuses): the
+    importer charges what each run held, the failed one too, and reads demand once."""
+    tree, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    # SLURM_RESTART_COUNT is set from the first requeue on: the second run exits 3.
+    script = 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then sleep 1; exit 3; fi; sleep 30'
+    job = submit(slurm, account=n["detection"], gpus=2, seconds=0, script=script)
+    requeue_after_a_first_run(slurm, job)
+    wait_state(slurm, job, {"FAILED"}, timeout=60)
+    runs = runs_of(slurm, job)
+    assert [state for state, _ in runs] == ["REQUEUED", "FAILED"]
+    assert all(elapsed > 0 for _, elapsed in runs)
+    out = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert "2 charged" in out
+    assert ledger(slurm, job) == 2 * sum(elapsed for _, elapsed in runs)
+    # Demand: each run's record spans its own submit (the requeue time) to its end, so the
+    # job is asked for once at every moment, as sacct shows it.
+    asked = slurm.run("sacct", "-X", "-n", "-P", "--duplicates", "-j", job, "--format=Submit,End")
+    spans = [
+        (datetime.fromisoformat(a), datetime.fromisoformat(b))
+        for a, b in (line.split("|") for line in asked.splitlines())
+    ]
+    assert spans[0][1] <= spans[1][0]  # the runs' records do not overlap
+    demand = EntitlementRecord.objects.filter(project=tree.project_a1).aggregate(
+        d=Sum("demand_gpu_seconds")
+    )
+    assert demand["d"] == 2 * sum(int((b - a).total_seconds()) for a, b in spans)
