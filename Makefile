@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
 BENCH ?= tests/bench
 
-.PHONY: install run test lint format bench demo clean fuzz load faults
+.PHONY: install run test lint format bench demo clean fuzz load faults flake-hunt
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ load: install
 
 faults: install
 	$(PY) -m tests.reliability_load.harness --faults $(if $(DURATION),--duration $(DURATION))
+
+# Repeat the suite to find flaky tests (docs/reliability.md, "Flaky tests"): RUNS fresh clones
+# of HEAD running .ci/run (default 5), or PART=fragile: browser and fault tests (default 10).
+flake-hunt:
+	RUNS=$(RUNS) PART=$(PART) bash tests/flake_hunt.sh
 
 clean:
 	rm -rf $(VENV) var/db.sqlite3 var/staticfiles

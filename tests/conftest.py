@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,43 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# Logs of the daemons a test drove (Slurm, Celery workers, agents, PostgreSQL), shown with
+# its failure: a test that fails against a real process says what that process did.
+DAEMON_LOGS = pytest.StashKey[dict[str, Callable[[], str]]]()
+LOG_TAIL_CHARS = 6000
+
+
+def attach_daemon_log(node: pytest.Item, name: str, read: Callable[[], str]) -> None:
+    """Show ``read()`` (its last characters) under ``name`` if the test ``node`` fails.
+
+    ``read`` is called only on failure, so it may read a log file that grows during the test.
+    """
+    node.stash.setdefault(DAEMON_LOGS, {})[name] = read
+
+
+def tail_of(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+    """The last ``chars`` characters of a log file, or a line saying it is not there."""
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError as error:
+        return f"({path}: {error.strerror})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Add the attached daemon logs to the report of a failed setup, call or teardown."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for name, read in item.stash.get(DAEMON_LOGS, {}).items():
+        try:
+            text = read()
+        except Exception as error:  # a broken log reader must not hide the failure
+            text = f"(could not read: {error!r})"
+        report.sections.append((f"daemon log: {name}", text[-LOG_TAIL_CHARS:]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

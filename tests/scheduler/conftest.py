@@ -18,6 +18,7 @@ from django.db.models import Sum
 
 from governance.models import Allocation, Cluster, Organization, Program, Project
 from scheduler.models import Node, Run, UsageRecord
+from tests.conftest import attach_daemon_log, tail_of
 from tests.factories import UserFactory
 
 
@@ -183,7 +184,7 @@ class LoopProcesses:
 
 
 @pytest.fixture
-def loop_processes(django_db_setup, settings):
+def loop_processes(django_db_setup, settings, request):
     """Beat and workers on a private queue; the test process enqueues to the same queue.
 
     The beat runs a cycle every second and accounts usage every 2 s; the simulated
@@ -209,6 +210,16 @@ def loop_processes(django_db_setup, settings):
     }
     (ROOT / "var").mkdir(exist_ok=True)
     loop = LoopProcesses(queue, env)
+    attach_daemon_log(
+        request.node,
+        "Celery worker(s) and beat of this test",
+        lambda: "".join(f"--- {name}\n{tail_of(path, 3000)}\n" for name, path in loop.logs.items()),
+    )
+    # The fault tests restart these servers; their own logs say how the restart went.
+    for log in sorted(Path("/var/log/postgresql").glob("postgresql-*-main.log")):
+        attach_daemon_log(request.node, f"PostgreSQL ({log})", lambda log=log: tail_of(log, 3000))
+    redis_log = Path("/var/log/redis/ci.log")
+    attach_daemon_log(request.node, f"Redis ({redis_log})", lambda: tail_of(redis_log, 2000))
     original = app.conf.task_default_queue
     app.conf.task_default_queue = queue
     try:

@@ -31,7 +31,7 @@ from scheduler.models import Node, Run, UsageRecord, Workload
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.nodes import node_drain
 from scheduler.services.workloads import workload_submit
-from tests.conftest import wait_for
+from tests.conftest import attach_daemon_log, wait_for
 from tests.scheduler.conftest import (
     build_world,
     ledger_total,
@@ -85,7 +85,7 @@ class AgentProcess:
 
 
 @pytest.fixture
-def cluster_loop(loop_processes, live_server, settings, tmp_path):
+def cluster_loop(loop_processes, live_server, settings, tmp_path, request):
     """Two nodes of 2 GPUs with an agent each, a worker and a beat (cycles every second)."""
     settings.SCHEDULER_AGENT_TIMEOUT_SECONDS = AGENT_TIMEOUT  # the server's heartbeat advice
     world = build_world(nodes=2, gpus_per_node=2)
@@ -99,6 +99,7 @@ def cluster_loop(loop_processes, live_server, settings, tmp_path):
         agents[node.name] = AgentProcess(
             name=node.name, token=token, server=live_server.url, log_dir=tmp_path
         ).start()
+        attach_daemon_log(request.node, f"agent {node.name}", agents[node.name].log)
     world.extra["agents"] = agents
     world.extra["loop"] = loop_processes
     assert wait_for(

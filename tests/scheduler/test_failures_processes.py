@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 from django.db import connection
 
 from scheduler.choices import ExitOutcome, OrderKind
-from scheduler.models import Order, Run
+from scheduler.models import Order, Run, SchedulingCycle
 from scheduler.services.executor_reports import run_report_exit
 from scheduler.services.locks import CYCLE_LOCK
 from scheduler.services.usage import usage_account
@@ -91,7 +90,12 @@ def test_worker_killed_mid_cycle_loses_nothing_and_the_next_cycle_proceeds(loop_
     assert wait_for(lambda: started(workload), timeout=30), loop_processes.log("replacement")[
         -3000:
     ]
-    time.sleep(2)  # more cycles run: none may start it again
+    # Two more cycles run after the start: none may start it again.
+    cycles = SchedulingCycle.objects.filter(cluster=world.cluster)
+    seen = cycles.count()
+    assert wait_for(lambda: cycles.count() >= seen + 2, timeout=30), loop_processes.log(
+        "replacement"
+    )[-3000:]
     assert Run.objects.filter(workload=workload).count() == 1
     settle_and_check_ledger(world)
 
