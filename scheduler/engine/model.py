@@ -42,7 +42,9 @@ class Workload:
     are split evenly over them. ``min_runtime`` (seconds, 0 to 8 h) protects a run from
     preemption until it has run that long; ``min_runtime == 0`` is the free lane (not charged,
     preemptible at any moment). ``priority`` orders the workload among its own project's
-    workloads only (higher first).
+    workloads only (higher first). ``preemptions`` counts the times it was evicted before
+    (by preemption, not drain): each one doubles the protection of its next run, up to the
+    cap on minimum runtimes (the churn budget, ``records.protection_seconds``).
     """
 
     id: str
@@ -53,6 +55,7 @@ class Workload:
     resumable: bool = True
     priority: int = 0
     nodes: int = 1
+    preemptions: int = 0
 
     @property
     def is_gang(self) -> bool:
@@ -97,6 +100,12 @@ class PolicyParams:
     - ``preemption_recheck``: a preemption search that found nothing is not repeated for the
       same project and shape until something it depends on changed or this many seconds
       passed (bounds the cost of a cycle where nothing can change).
+    - ``debug_min_runtime``: work protected for at most this long is debug-class (a person
+      waiting at a prompt, not a training run).
+    - ``debug_share``: debug-class work may evict its own project's longer runs only while
+      the project's running debug-class GPUs stay within this fraction of its entitlement
+      (at least the one workload). A person's debug job goes first inside the project, but a
+      sweep of thousands of short jobs does not tear down the team's own training runs.
     """
 
     window_seconds: float = 7 * 86400.0
@@ -107,15 +116,20 @@ class PolicyParams:
     max_reserved_fraction: float = 0.5
     max_preemptions_per_cycle: int = 32
     preemption_recheck: float = 300.0
+    debug_min_runtime: float = 1800.0
+    debug_share: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
 class RunningWorkload:
-    """A workload the engine believes is running: where, and since when (this run)."""
+    """A workload the engine believes is running: where, since when (this run), and until
+    when it is protected from preemption (start + its minimum runtime, lengthened by the
+    churn budget; equal to ``start_time`` for the free lane)."""
 
     workload: Workload
     placement: dict[str, int]
     start_time: float
+    protected_until: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +139,7 @@ class Start:
     workload_id: str
     placement: dict[str, int]
     reason: str
+    protected_until: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,11 @@ work so later decisions in the same cycle see earlier ones.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.engine.fairtree import BudgetTree, Ranking
-from scheduler.engine.model import Workload
+from scheduler.engine.model import PolicyParams, Workload
 from scheduler.engine.records import Job
 
 POLICIES: tuple[str, ...] = ("fairshare", "quota", "partition", "fifo")
@@ -27,7 +26,8 @@ class CycleInputs:
     """What a policy may look at when a cycle begins.
 
     ``projects`` are the projects with pending or running work, sorted. ``allocated`` is
-    GPUs held per project (all lanes); ``charged_allocated`` counts charged work only.
+    GPUs held per project (all lanes); ``charged_allocated`` counts charged work only, and
+    ``debug_allocated`` its debug-class part (``PolicyParams.debug_min_runtime``).
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
     """
 
@@ -39,6 +39,8 @@ class CycleInputs:
     evictable: dict[str, int]
     healthy_gpus: int
     now: float
+    debug_allocated: dict[str, int] = field(default_factory=dict)
+    params: PolicyParams = field(default_factory=PolicyParams)
 
 
 class PolicyView:
@@ -46,6 +48,16 @@ class PolicyView:
 
     #: groups in the order their pending work is offered capacity
     groups: list[str]
+    #: groups offered capacity before everyone else, up to their guarantee
+    guaranteed: list[str] = []
+
+    def within_guarantee(self, job: Job) -> bool:
+        """Would ``job`` keep its group within what the policy guarantees it?"""
+        return False
+
+    def is_guaranteed(self, group: str) -> bool:
+        """Does ``group`` hold less than the policy guarantees it, now?"""
+        return False
 
     def project_phrase(self, project: str) -> str:
         """Where the project stands, in plain words (the first part of a pending reason)."""
@@ -94,6 +106,16 @@ class PolicyView:
         """Could any group from ``group`` on in the order still find a victim?"""
         return False
 
+    def may_clear_for_gang(self, job: Job) -> bool:
+        """May the gang ``job``, past its reservation bound, clear whole nodes by evicting
+        (see ``Walk._clear_for_gang``)?"""
+        return False
+
+    def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:
+        """May that gang evict other projects' charged work past its minimum runtime
+        (``gpus_by_project``: GPUs of each)?"""
+        return False
+
     def why(self, job: Job, victim: Job) -> str:
         """Why ``job`` is allowed to preempt ``victim`` (for the preemption's reason)."""
         return "preempted"
@@ -113,6 +135,10 @@ class Policy:
     preempts = False
     #: whether minimum runtime 0 is a separate, always-preemptible lane served last
     free_lane = False
+    #: whether a workload waits before evicting until the wait cost what the eviction loses
+    patient = False
+    #: whether each preemption doubles the protection of a workload's next run
+    churn_budget = False
 
     def group(self, w: Workload) -> str:
         """The queue a workload waits in (its project, unless the policy has one queue)."""
@@ -143,19 +169,21 @@ class _FairShareView(PolicyView):
         self.ranking = ranking
         self.groups = ranking.order
         self.alloc = dict(inputs.charged_allocated)
-        self.entitled = {
-            p: math.ceil(share * inputs.healthy_gpus - 1e-9)
-            for p, share in inputs.tree.effective_share.items()
-        }
+        self.debug_alloc = dict(inputs.debug_allocated)
+        # Whole GPUs that add up to the cluster (largest remainder): rounding every team up
+        # would promise more GPUs than exist, so on a full cluster some team would always be
+        # "below its entitlement" and reclaim from the others for ever.
+        self.entitled = _integer_caps(_deserved(inputs))
+        # Entitlement first: teams below theirs get free GPUs up to it (in window order),
+        # before the window orders what is left above entitlement. Waiting for a reclaim
+        # (a victim's minimum runtime) while free GPUs go to teams already above their
+        # entitlement is what cost the hourly figure and caused the reclaims.
+        self.guaranteed = [
+            p for p in ranking.order if self.alloc.get(p, 0) < self.entitled.get(p, 0)
+        ]
         self.borrowers_set = frozenset(
             p for p, gpus in self.alloc.items() if gpus > self.entitled.get(p, 0)
         )
-        # Charged running GPUs per tree node (budgeted) or project (unbudgeted), kept up to
-        # date through the cycle: the no-oscillation rule projects them forward.
-        self.running: dict[int | str, float] = {}
-        for project, gpus in sorted(inputs.charged_allocated.items()):
-            if gpus:
-                self.tree.add_running(self.running, project, gpus)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
         # included), so a walk at rank i may still find someone to preempt.
         order = ranking.order
@@ -180,36 +208,81 @@ class _FairShareView(PolicyView):
         position = ranking.sibling_rank[leaf] + 1
         return f"project {state} (rank {position} of {siblings} in {word} {parent.name})"
 
+    def is_guaranteed(self, group: str) -> bool:
+        return self.alloc.get(group, 0) < self.entitled.get(group, 0)
+
+    def within_guarantee(self, job: Job) -> bool:
+        # Any charged workload of a team below its entitlement gets free GPUs first, even one
+        # that takes the team past it: one workload is the smallest step the team can take
+        # towards what it is owed. Evicting for it still needs ``may_reclaim``.
+        return job.charged and self.is_guaranteed(job.project)
+
     def may_reclaim(self, job: Job) -> bool:
-        # Cross-team preemption only brings a project up to its entitlement (what it is owed
-        # this hour); catching up on older usage beyond that goes through the order in
-        # which free GPUs are handed out, not through evictions. Evicting past entitlement
-        # is what made the reference implementation churn.
-        entitled = self.entitled.get(job.project, 0)
-        return self.alloc.get(job.project, 0) + job.gpus <= entitled
+        # Entitlement is a guarantee: a team that stays within its entitlement after this
+        # start takes GPUs from teams above theirs, whatever the window rank. Catching up on
+        # older usage beyond that goes through the order in which free GPUs are handed out,
+        # not through evictions: evicting by window rank made the reference implementation
+        # churn.
+        return self.alloc.get(job.project, 0) + job.gpus <= self.entitled.get(job.project, 0)
 
     def group_may_reclaim(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0) and bool(self.borrowers_set)
 
+    def shortfall(self, project: str, delta: int = 0) -> int:
+        """GPUs ``project`` would stand below its entitlement with ``delta`` more charged
+        GPUs (0 at or above it, and always 0 for a project with no budget)."""
+        return max(0, self.entitled.get(project, 0) - self.alloc.get(project, 0) - delta)
+
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
-        # The victim's project must be running beyond its own entitlement (borrowing) and
-        # rank after the preemptor's, still after the swap has run (no oscillation).
+        # The victim's team must run above its entitlement, and the eviction may leave it at
+        # most as many GPUs below its entitlement as the preemptor gains: a reclaim never
+        # digs a bigger hole than it fills, so a one-GPU shortfall does not evict a whole
+        # node of a team that barely borrows.
+        # No ping-pong: the preemptor's team ends within its entitlement, so it is never the
+        # victim of a reclaim (victims' teams run above theirs). And no cycle through other
+        # teams: the GPUs teams hold within their entitlements, summed, never go down with a
+        # reclaim, while what the victims' teams hold above theirs goes down.
         if project == job.project:
             return False
         if self.alloc.get(project, 0) <= self.entitled.get(project, 0):
             return False
-        return self.tree.ranks_ahead_after(
-            self.ranking, self.running, job.project, job.gpus, job.mr, project, victim_gpus
-        )
+        return self.shortfall(project, -victim_gpus) <= job.gpus
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         # Only a strictly better class (higher priority, or same priority and a shorter
         # minimum runtime: a debug job) evicts its own project's work; swapping two runs of
-        # the same class would only lose work.
-        return (-job.w.priority, job.mr) < (-victim.w.priority, victim.mr)
+        # the same class would only lose work. A shorter minimum alone (same priority) is a
+        # debug job's right, within the project's debug allowance.
+        if job.w.priority != victim.w.priority:
+            return job.w.priority > victim.w.priority
+        if job.mr >= victim.mr:
+            return False
+        params = self.inputs.params
+        if job.mr > params.debug_min_runtime:
+            return True
+        allowance = max(job.gpus, params.debug_share * self.entitled.get(job.project, 0))
+        return self.debug_alloc.get(job.project, 0) + job.gpus <= allowance
 
     def victims_possible(self, group: str) -> bool:
         return self._suffix[self.ranking.rank.get(group, len(self._suffix) - 1)]
+
+    def may_clear_for_gang(self, job: Job) -> bool:
+        # The guarantee serves a held gang of a team below its entitlement, even when the
+        # gang alone takes the team above it: one gang is the smallest step it can take.
+        return self.alloc.get(job.project, 0) < self.entitled.get(job.project, 0)
+
+    def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:
+        # Every team evicted from the cleared nodes runs above its entitlement, and together
+        # they end at most as far below theirs as the gang's team stands below its own now:
+        # the GPUs held within entitlements, summed, do not go down (as for any reclaim).
+        dug = 0
+        for project, gpus in gpus_by_project.items():
+            if project == job.project:
+                continue
+            if self.alloc.get(project, 0) <= self.entitled.get(project, 0):
+                return False
+            dug += self.shortfall(project, -gpus)
+        return dug <= self.shortfall(job.project)
 
     def why(self, job: Job, victim: Job) -> str:
         if not victim.charged:
@@ -219,33 +292,44 @@ class _FairShareView(PolicyView):
         if not self.tree.is_budgeted(victim.project):
             return f"project {victim.project} has no budget share"
         return (
-            f"project {job.project} ranks ahead of {victim.project} in fair share and would "
-            f"still rank ahead once this start has run its minimum runtime"
+            f"project {job.project} is below its entitlement "
+            f"({self.alloc.get(job.project, 0)} of {self.entitled.get(job.project, 0)} GPUs) "
+            f"and reclaims from {victim.project}, which runs above its own "
+            f"({self.alloc.get(victim.project, 0)} of {self.entitled.get(victim.project, 0)})"
         )
 
     def signature(self, job: Job) -> object:
-        # Usage drift between cycles moves the final-share margins only slowly; it is
-        # covered by PolicyParams.preemption_recheck rather than by the signature.
-        return (self.may_reclaim(job), self.borrowers_set)
+        # Cross-team eligibility depends on the preemptor's charged GPUs and on what each
+        # borrowing team holds: a change in either may open a victim.
+        if not self.may_reclaim(job):
+            return None
+        alloc = self.alloc
+        return (alloc.get(job.project, 0), tuple(sorted((p, alloc[p]) for p in self.borrowers)))
+
+    @property
+    def borrowers(self) -> list[str]:
+        """Teams whose charged GPUs are above their entitlement now (they may be reclaimed)."""
+        entitled = self.entitled
+        return [p for p, gpus in self.alloc.items() if gpus > entitled.get(p, 0)]
 
     def still_blocked(self, old: object, new: object) -> bool:
-        # Victims can only have appeared if the job may now reclaim where it could not,
-        # or a project started borrowing.
-        old_reclaim, old_borrowers = old  # type: ignore[misc]
-        new_reclaim, new_borrowers = new  # type: ignore[misc]
-        if new_reclaim and not old_reclaim:
-            return False
-        return not new_reclaim or new_borrowers <= old_borrowers
+        # A job that may not reclaim can only evict the free lane and its own project's
+        # work, which the node log covers; otherwise victims may have appeared unless
+        # nothing the rule reads has changed.
+        return new is None or old == new
+
+    def _count(self, job: Job, sign: int) -> None:
+        if job.charged:
+            self.alloc[job.project] = self.alloc.get(job.project, 0) + sign * job.gpus
+            if job.mr <= self.inputs.params.debug_min_runtime:
+                debug = self.debug_alloc.get(job.project, 0) + sign * job.gpus
+                self.debug_alloc[job.project] = debug
 
     def started(self, job: Job) -> None:
-        if job.charged:
-            self.tree.add_running(self.running, job.project, job.gpus)
-            self.alloc[job.project] = self.alloc.get(job.project, 0) + job.gpus
+        self._count(job, +1)
 
     def evicted(self, job: Job) -> None:
-        if job.charged:
-            self.tree.add_running(self.running, job.project, -job.gpus)
-            self.alloc[job.project] = self.alloc.get(job.project, 0) - job.gpus
+        self._count(job, -1)
 
 
 class FairShare(Policy):
@@ -254,6 +338,8 @@ class FairShare(Policy):
     name = "fairshare"
     preempts = True
     free_lane = True
+    patient = True
+    churn_budget = True
 
     def begin(self, inputs: CycleInputs) -> PolicyView:
         ranking = inputs.tree.rank(inputs.usage, inputs.projects)

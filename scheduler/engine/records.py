@@ -29,8 +29,10 @@ class Job:
         "mr",
         "nodes",
         "placement",
+        "preempted",
         "project",
         "protected_until",
+        "queued_at",
         "running",
         "seq",
         "shape",
@@ -57,6 +59,9 @@ class Job:
         self.evictable = False
         self.protected_until = 0.0
         self.head_since: float | None = None
+        self.queued_at = w.submit_time  # when it last became pending (a requeue resets it)
+        # Evictions suffered so far (the churn budget lengthens its protection).
+        self.preempted = w.preemptions
         # Memo of the last failed preemption search (see _Walk._preempt).
         self.fail_pos = -1
         self.fail_sig: object = None
@@ -80,3 +85,17 @@ def lost_gpu_seconds(
     if job.w.resumable and checkpoint_interval > 0:
         return job.gpus * (ran % checkpoint_interval + restart_overhead)
     return job.gpus * ran
+
+
+def protection_seconds(job: Job, max_min_runtime: float) -> float:
+    """How long a run of ``job`` is protected from preemption: the churn budget.
+
+    A workload's first run is protected for its minimum runtime; each preemption it has
+    suffered doubles that for its next run, up to the larger of its minimum runtime and the
+    cap on minimum runtimes (8 h by default). A workload can then be evicted only a few
+    times before it is protected as long as any workload may ask to be, so the work one
+    workload can lose to churn is bounded. The free lane (0) stays preemptible at any time.
+    """
+    if job.mr <= 0 or job.preempted <= 0:
+        return job.mr
+    return min(job.mr * 2 ** min(job.preempted, 16), max(job.mr, max_min_runtime))

@@ -33,7 +33,7 @@ from scheduler.engine.model import (
 )
 from scheduler.engine.placement import Capacity, NodeRec
 from scheduler.engine.policies import CycleInputs, Policy, make_policy
-from scheduler.engine.records import Job
+from scheduler.engine.records import Job, protection_seconds
 from scheduler.engine.walk import Walk
 
 _QueueKey = tuple[int, str]  # (lane, group)
@@ -69,6 +69,7 @@ class Scheduler:
         self._work_per_project: dict[str, int] = {}
         self._alloc: dict[str, int] = {}
         self._charged_alloc: dict[str, int] = {}
+        self._debug_alloc: dict[str, int] = {}  # charged running debug-class GPUs
         # charged running work inside its minimum runtime: (deadline, seq, id)
         self._protected: list[tuple[float, int, str]] = []
         # charged running work past its minimum runtime, per project
@@ -82,7 +83,7 @@ class Scheduler:
         self._last_reserved: dict[int, str] = {}
         self._seq = 0
         self._dirty = True
-        self._last_order: list[str] | None = None
+        self._last_order: tuple[list[str], list[str]] | None = None
         self._next_timer = float("inf")
         self._last_cycle = float("-inf")
 
@@ -205,20 +206,23 @@ class Scheduler:
             projects=sorted(self._work_per_project),
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
+            debug_allocated=self._debug_alloc,
             evictable=self._evictable_gpus,
             healthy_gpus=self.capacity.healthy_gpus(),
             now=now,
+            params=params,
         )
         view = self.policy.begin(inputs)
         order = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
+        first = [g for g in view.guaranteed if (0, g) in self._queues]
         quiet = (
             not self._dirty
             and not requeue
-            and order == self._last_order
+            and (first, order) == self._last_order
             and now < self._next_timer
             and now - self._last_cycle < params.preemption_recheck
         )
-        self._last_order = order
+        self._last_order = (first, order)
         if quiet and not explain:
             return result
         self._dirty = False
@@ -226,7 +230,7 @@ class Scheduler:
         self._next_timer = float("inf")
 
         walk = Walk(self, view, now, result, explain)
-        walk.run(order)
+        walk.run(order, first)
         # A node whose reservation ended (or changed hands) is an opportunity for everyone
         # who failed while it was held.
         previous = self._last_reserved
@@ -235,6 +239,7 @@ class Scheduler:
                 self._opp_log.append(idx)
         self._last_reserved = dict(walk.reserved)
         for job in requeue + walk.evicted:
+            job.queued_at = now
             self._enqueue(job)
         if result.starts or result.preemptions or requeue:
             self._dirty = True
@@ -310,12 +315,19 @@ class Scheduler:
         job.start = now
         job.placement = {rec.name: gpus for rec, gpus in zip(recs, amounts, strict=True)}
         job.evictable = False
+        protect = (
+            protection_seconds(job, self.params.max_min_runtime)
+            if self.policy.churn_budget
+            else job.mr
+        )
+        job.protected_until = now + protect
         self._run[job.id] = job
-        self.running[job.id] = RunningWorkload(job.w, dict(job.placement), now)
+        self.running[job.id] = RunningWorkload(job.w, dict(job.placement), now, job.protected_until)
         self._alloc[job.project] = self._alloc.get(job.project, 0) + job.gpus
         if job.charged:
             self._charged_alloc[job.project] = self._charged_alloc.get(job.project, 0) + job.gpus
-            job.protected_until = now + job.mr
+            if job.mr <= self.params.debug_min_runtime:
+                self._debug_alloc[job.project] = self._debug_alloc.get(job.project, 0) + job.gpus
             heapq.heappush(self._protected, (job.protected_until, job.seq, job.id))
         elif self.policy.free_lane:
             self._free_running[job.id] = job
@@ -333,6 +345,8 @@ class Scheduler:
         self._alloc[job.project] -= job.gpus
         if job.charged:
             self._charged_alloc[job.project] -= job.gpus
+            if job.mr <= self.params.debug_min_runtime:
+                self._debug_alloc[job.project] -= job.gpus
         if job.evictable:
             bucket = self._evictable[job.project]
             del bucket[job.id]

@@ -13,7 +13,7 @@ from scheduler.engine import reasons as words
 from scheduler.engine.model import CycleResult, NodeState, Preemption, Start
 from scheduler.engine.placement import NodeRec, split_gang
 from scheduler.engine.policies import PolicyView
-from scheduler.engine.preemption import gang_search, single_node_search
+from scheduler.engine.preemption import VictimChoice, gang_search, single_node_search
 from scheduler.engine.records import Job, lost_gpu_seconds
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ class Walk:
         self.params = sched.params
         self.cap = sched.capacity
         self.reserved: dict[int, str] = {}
+        self._reserved_for: set[str] = set()  # jobs that had their turn to reserve
         self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
         self.evicted: list[Job] = []
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
@@ -52,9 +53,11 @@ class Walk:
 
     # -- the walk
 
-    def run(self, order: list[str]) -> None:
+    def run(self, order: list[str], guaranteed: list[str] = ()) -> None:
         """Offer capacity to each group's shape heads in policy order.
 
+        ``guaranteed`` groups first get what keeps them within their guarantee (the
+        policy's ``within_guarantee``), in that order; then every group in ``order``.
         With no free GPU left, a group is visited only if one of its heads could preempt
         someone (the policy's cheap group test, or its own project's lower-class work),
         and the walk ends once the policy says no later group can.
@@ -62,6 +65,19 @@ class Walk:
         s = self.s
         queues = s._queues
         can_preempt = s.policy.preempts
+        for group in guaranteed:
+            shapes = queues.get((0, group))
+            if shapes:
+                self._walk_group(0, group, shapes, guaranteed_only=True)
+        # Teams an eviction of that pass took below their guarantee come next, so the GPUs
+        # it freed beyond the preemptor's need go back to them, not above someone else's.
+        if self.evicted:
+            walked = set(guaranteed)
+            for group in order:
+                if group not in walked and self.view.is_guaranteed(group):
+                    shapes = queues.get((0, group))
+                    if shapes:
+                        self._walk_group(0, group, shapes, guaranteed_only=True)
         for lane in (0, 1):
             if lane == 1 and not s.policy.free_lane:
                 break
@@ -95,8 +111,13 @@ class Walk:
                 return True
         return False
 
-    def _walk_group(self, lane: int, group: str, shapes: dict[_Shape, list]) -> None:
+    def _walk_group(
+        self, lane: int, group: str, shapes: dict[_Shape, list], guaranteed_only: bool = False
+    ) -> None:
+        """Try the group's shape heads in key order. ``guaranteed_only``: only work that
+        keeps the group within its guarantee, skipping the rest, reserving nothing."""
         s = self.s
+        view = self.view
         heads: list[tuple[tuple, int, _Shape]] = []
         for shape in list(shapes):
             job = s._head(shapes[shape])
@@ -112,6 +133,10 @@ class Walk:
             job = s._head(heap)
             if job is None:
                 continue
+            if guaranteed_only and not view.within_guarantee(job):
+                continue  # this shape waits for the ordinary pass
+            if job.id in self._reserved_for:
+                continue  # blocked earlier in this cycle, and holding what it waits for
             if self._try(job, lane):
                 nxt = s._head(heap)
                 if nxt is None:
@@ -122,8 +147,12 @@ class Walk:
             if first_blocked:
                 # Only the head of a group's turn reserves (EASY-style backfill per group);
                 # a workload refused by a policy cap has nothing to wait for on the nodes.
+                # In the guarantee pass, a single-node workload that would take its team
+                # past its entitlement holds nothing against other teams' guaranteed work.
                 first_blocked = False
-                if lane == 0 and self.view.cap_block(job) is None:
+                overshoots = guaranteed_only and job.nodes == 1 and not view.may_reclaim(job)
+                if lane == 0 and not overshoots and view.cap_block(job) is None:
+                    self._reserved_for.add(job.id)
                     self._reserve(job)
                     if self.explain_on:
                         self.notes[job.id] = self._blocked_phrase(job)
@@ -202,7 +231,7 @@ class Walk:
             reason = why
         if job.lane == 1:
             reason += "; free lane: preemptible at any time"
-        self.result.starts.append(Start(job.id, placement, reason))
+        self.result.starts.append(Start(job.id, placement, reason, job.protected_until))
 
     # -- preemption
 
@@ -318,7 +347,28 @@ class Walk:
             return False, True  # over this cycle's eviction budget: try again next cycle
         if choice is None:
             return False, False
-        view = self.view
+        # Break-even patience: an eviction throws away ``choice.lost`` GPU-seconds; waiting
+        # costs the preemptor its GPUs x the wait. Evict only once the wait has cost as much
+        # as the eviction would lose: work that frees GPUs before then (on a busy cluster,
+        # something ends every few minutes) serves the job without losing anyone's work.
+        # The free lane agreed to be evicted at any moment: its loss does not count.
+        if s.policy.patient:
+            charged_lost = sum(self._lost_of(v) for v in choice.victims if v.charged)
+            patience = charged_lost / job.gpus
+            if job.mr <= self.params.debug_min_runtime:
+                # A person at a prompt waits for a slot to free up to about as long as the
+                # protection they asked for, not for hours of someone's training to pay off.
+                patience = min(patience, job.mr)
+            ready_at = job.queued_at + patience
+            if self.now < ready_at:
+                s._next_timer = min(s._next_timer, ready_at)
+                return False, True
+        self._evict_and_start(job, choice)
+        return True, False
+
+    def _evict_and_start(self, job: Job, choice: VictimChoice) -> None:
+        """Evict ``choice.victims`` (each told why and what it loses), then start ``job``."""
+        s, view = self.s, self.view
         for victim in choice.victims:
             why = view.why(job, victim)
             reason = (
@@ -326,6 +376,7 @@ class Walk:
                 f"loses {words.gpu_hours(self._lost_of(victim))} of work"
             )
             s._stop(victim)
+            victim.preempted += 1
             self._by_use = None
             self._busy.clear()
             view.evicted(victim)
@@ -338,7 +389,54 @@ class Walk:
             f"preempted {names} ({words.gpu_hours(choice.lost)} lost) to start on "
             + ", ".join(r.name for r in choice.nodes),
         )
-        return True, False
+
+    def _clear_for_gang(self, job: Job) -> bool:
+        """Start a gang that waited past its bound by clearing whole nodes, if allowed now.
+
+        The guarantee serves gangs too: a gang of a team below its entitlement takes empty
+        nodes and nodes whose work it may evict (past its minimum runtime: of teams above
+        their entitlement, the free lane, or its own project's lower class), fewest GPU-hours
+        lost first, as long as every team it evicts ends strictly less far below its own
+        entitlement than the gang's team stands now (``gang_victims_ok``).
+        """
+        if not self.view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
+            return False
+        s, cap, now, reserved = self.s, self.cap, self.now, self.reserved
+        eligible = self._eligible_for(job)
+        free_lane = s.policy.free_lane
+
+        def clearable(victim: Job) -> bool:
+            if victim.start >= now or victim.nodes > 1:
+                return False  # never undo a start of this cycle; a gang victim is not split
+            if not victim.charged:
+                return free_lane
+            if victim.project == job.project:
+                return eligible(victim)
+            return victim.evictable
+
+        options: list[tuple[float, int, NodeRec, list[Job]]] = []
+        for rec in cap.nodes:
+            if rec.state != NodeState.HEALTHY or rec.gpus < job.per_node or rec.idx in reserved:
+                continue
+            on_node = [s._run[w] for w in rec.running]
+            if all(clearable(v) for v in on_node):
+                options.append((sum(self._lost_of(v) for v in on_node), rec.idx, rec, on_node))
+        if len(options) < job.nodes:
+            return False
+        options.sort(key=lambda o: (o[0], o[1]))
+        chosen = options[: job.nodes]
+        evict = sorted((v for o in chosen for v in o[3]), key=lambda v: v.id)
+        if len(evict) > self._preemptions_left():
+            return False
+        cross: dict[str, int] = {}
+        for v in evict:
+            if v.charged and v.project != job.project:
+                cross[v.project] = cross.get(v.project, 0) + v.gpus
+        if cross and not self.view.gang_victims_ok(job, cross):
+            return False
+        nodes = sorted((o[2] for o in chosen), key=lambda r: r.idx)
+        self._evict_and_start(job, VictimChoice(nodes, evict, sum(o[0] for o in chosen)))
+        return True
 
     # -- reservations
 
@@ -365,6 +463,8 @@ class Walk:
         due = job.head_since + self.params.gang_reserve_after
         if now < due:
             self.s._next_timer = min(self.s._next_timer, due)
+            return
+        if self.s.policy.preempts and job.charged and self._clear_for_gang(job):
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return

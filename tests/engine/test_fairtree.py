@@ -83,15 +83,3 @@ def test_shares_outside_0_to_100_and_duplicate_projects_are_refused():
         BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 120)]))
     with pytest.raises(ValueError, match="appears twice"):
         BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 10), BudgetNode("a", 10)]))
-
-
-def test_final_share_rule_refuses_a_swap_that_would_flip_the_order():
-    tree = BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 50), BudgetNode("b", 50)]))
-    ranking = tree.rank({"a": 1000.0, "b": 1100.0})
-    running: dict = {}
-    # a is ahead by 100 GPU-seconds. One GPU for 60 s keeps it ahead; one GPU for 200 s
-    # of protected runtime would put it behind b: refused.
-    assert tree.ranks_ahead_after(ranking, running, "a", 1, 60.0, "b", 0)
-    assert not tree.ranks_ahead_after(ranking, running, "a", 1, 200.0, "b", 0)
-    # And b can never take the GPUs straight back while a is ahead.
-    assert not tree.ranks_ahead_after(ranking, running, "b", 1, 0.0, "a", 0)

@@ -15,7 +15,8 @@ def _ids(items):
 def test_debug_job_evicts_own_projects_long_run_past_minimum():
     sched = scheduler(nodes(1), flat_tree(pi=100))
     sched.add_running(work("train", "pi", 8, min_runtime=2 * HOUR), {"n0": 8}, 0.0)
-    sched.submit(work("debug", "pi", 1, submit=3 * HOUR, min_runtime=15 * MINUTE))
+    # Submitted an hour ago: longer than evicting "train" loses per GPU (8 x 5 min restart).
+    sched.submit(work("debug", "pi", 1, submit=2 * HOUR, min_runtime=15 * MINUTE))
     result = sched.cycle(3 * HOUR, {"pi": 8 * 3 * HOUR})
     assert _ids(result.preemptions) == ["train"]
     assert result.preemptions[0].by == "debug"
@@ -56,7 +57,8 @@ def test_debug_job_on_full_cluster_evicts_the_cheapest_victim_not_a_whole_node_r
     starts = [25, 17, 12, 2, 20, 28, 9, 14]  # minutes past the last checkpoint
     for i, minutes in enumerate(starts):
         sched.add_running(work(f"j{i}", "busy", 1), {"n1": 1}, now - 2 * HOUR - minutes * MINUTE)
-    sched.submit(work("debug", "idle", 1, submit=now, min_runtime=15 * MINUTE))
+    # Waiting 10 min: longer than evicting j3 loses (7 GPU-min for a 1-GPU job).
+    sched.submit(work("debug", "idle", 1, submit=now - 10 * MINUTE, min_runtime=15 * MINUTE))
     result = sched.cycle(now, {"busy": 1e6, "idle": 0.0})
     assert _ids(result.preemptions) == ["j3"]
     assert result.preemptions[0].by == "debug"
@@ -70,7 +72,7 @@ def test_gang_that_needs_two_whole_nodes_evicts_two_victims():
     sched.add_running(work("b0", "big", 8), {"n0": 8}, now - 3 * HOUR)
     sched.add_running(work("b1", "big", 8), {"n1": 8}, now - 4 * HOUR)
     sched.add_running(work("b2", "big", 8), {"n2": 8}, now - 30 * MINUTE)  # protected
-    sched.submit(work("gang", "small", 16, nodes=2, submit=now))
+    sched.submit(work("gang", "small", 16, nodes=2, submit=now - HOUR))
     result = sched.cycle(now, {"big": 1e6, "small": 0.0})
     assert sorted(_ids(result.preemptions)) == ["b0", "b1"]
     assert all(p.by == "gang" for p in result.preemptions)

@@ -10,6 +10,9 @@ team past its share.
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from scheduler.engine import Workload
 from tests.engine.conftest import (
     HOUR,
@@ -45,7 +48,9 @@ def run(sched, wid, project, placement, *, start=T0, min_runtime=2 * HOUR, resum
     return w
 
 
-def debug(wid, project, gpus=1, submit=LATER):
+def debug(wid, project, gpus=1, submit=T0):
+    """A debug job waiting since ``submit`` (by default since T0: at LATER it has waited
+    longer than any eviction here would lose per GPU, so the break-even patience is over)."""
     return build_workload(wid, project, gpus, submit=submit, min_runtime=15 * MINUTE)
 
 
@@ -104,7 +109,7 @@ def test_gang_that_needs_two_victims_evicts_exactly_those_two_whole_nodes():
     run(sched, "b1", "beta", {"n1": 8})
     run(sched, "b2", "beta", {"n2": 8}, resumable=False)
     run(sched, "b3", "beta", {"n3": 8}, min_runtime=8 * HOUR)
-    sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=LATER))
+    sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=LATER - HOUR))
     result = sched.cycle(LATER, OVER)
     assert sorted(preempted_ids(result)) == ["b0", "b1"]
     assert all(p.by == "gang" for p in result.preemptions)
@@ -180,13 +185,51 @@ def test_preemption_evicts_nothing_when_no_victim_set_lets_the_preemptor_start()
     assert set(sched.running) == {"b0", "b1"}
 
 
-def test_workload_does_not_evict_a_team_that_ranks_ahead_of_it():
+def test_a_team_below_its_entitlement_reclaims_whatever_the_window_rank():
     sched = build_scheduler(build_nodes(1), halves())
     run(sched, "alpha-run", "alpha", {"n0": 8})
-    sched.submit(debug("beta-debug", "beta"))
-    # beta is the one over budget: alpha's run past its minimum is not beta's to take.
+    sched.submit(debug("beta-debug", "beta", gpus=4))
+    # beta used far more over the window, but holds nothing of its 4 GPUs now, while alpha
+    # runs 8: the entitlement is a guarantee, the window rank does not gate it.
+    result = sched.cycle(LATER, OVER)
+    assert [p.workload_id for p in result.preemptions] == ["alpha-run"]
+    assert "below its entitlement" in result.preemptions[0].reason
+    assert [s.workload_id for s in result.starts] == ["beta-debug"]
+
+
+def test_a_team_at_its_entitlement_does_not_evict_even_when_it_ranks_first():
+    sched = build_scheduler(build_nodes(1), halves())
+    run(sched, "alpha-run", "alpha", {"n0": 4}, min_runtime=15 * MINUTE)
+    run(sched, "beta-run", "beta", {"n0": 4})
+    # alpha ranks first by the window, but already holds its 4 GPUs: what is above its
+    # entitlement is shared through free GPUs, never by evicting beta (and alpha's own run
+    # is of the same class as its new job, so alpha does not evict itself either).
+    sched.submit(debug("alpha-debug", "alpha"))
     result = sched.cycle(LATER, OVER)
     assert result.preemptions == [] and result.starts == []
+
+
+def test_a_reclaim_that_would_leave_the_victim_further_below_than_it_gives_waits():
+    sched = build_scheduler(build_nodes(1), halves())
+    run(sched, "alpha-run", "alpha", {"n0": 8})
+    sched.submit(debug("beta-debug", "beta", gpus=1))
+    # Evicting alpha's 8-GPU run leaves alpha 4 GPUs below its entitlement to give beta 1:
+    # the owed GPU-hours delivered would fall (4 + 0 of 5 owed -> 0 + 1), so beta waits.
+    result = sched.cycle(LATER, OVER)
+    assert result.preemptions == [] and result.starts == []
+
+
+def test_a_reclaim_never_digs_a_bigger_hole_than_it_fills():
+    sched = build_scheduler(build_nodes(2), halves())
+    run(sched, "alpha-a", "alpha", {"n0": 8})
+    run(sched, "alpha-b", "alpha", {"n1": 1})
+    run(sched, "beta-run", "beta", {"n1": 7})
+    # beta is one GPU short of its 8; alpha runs one above. Evicting alpha's 8-GPU run would
+    # leave alpha 7 short to give beta one: refused. Its 1-GPU run is the fair victim.
+    sched.submit(debug("beta-debug", "beta"))
+    result = sched.cycle(LATER, OVER)
+    assert [p.workload_id for p in result.preemptions] == ["alpha-b"]
+    assert [s.workload_id for s in result.starts] == ["beta-debug"]
 
 
 # ---------------------------------------------------------------- no oscillation
@@ -242,8 +285,9 @@ def test_quota_reclaims_lent_quota_from_the_borrower():
     sched = build_scheduler(build_nodes(2), halves(), policy="quota")
     run(sched, "b0", "beta", {"n0": 8})
     run(sched, "b1", "beta", {"n1": 8})
-    sched.submit(build_workload("a0", "alpha", 8, submit=LATER))
-    sched.submit(build_workload("a1", "alpha", 8, submit=LATER + 1))
+    # Waiting an hour: longer than evicting one of beta's runs loses per GPU.
+    sched.submit(build_workload("a0", "alpha", 8, submit=LATER - HOUR))
+    sched.submit(build_workload("a1", "alpha", 8, submit=LATER - HOUR + 1))
     result = sched.cycle(LATER, {})
     assert len(result.preemptions) == 1
     assert result.preemptions[0].workload_id in {"b0", "b1"}
@@ -275,3 +319,63 @@ def test_partition_never_lets_a_team_past_its_share_even_on_an_idle_cluster():
         alpha = sum(r.workload.gpus for r in sched.running.values())
         assert alpha <= 8
     assert [w for w in sched.running] == ["a0"]
+
+
+@st.composite
+def contested_clusters(draw):
+    """2-4 teams with any shares, endless queued demand of any shape, nothing ever ends."""
+    teams = draw(st.integers(2, 4))
+    raw = draw(st.lists(st.integers(1, 100), min_size=teams, max_size=teams))
+    shares = [100 * r / sum(raw) for r in raw]
+    nodes = draw(st.integers(1, 4))
+    gpn = draw(st.sampled_from([4, 8]))
+    jobs = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, teams - 1),
+                st.integers(1, gpn),
+                st.sampled_from([15 * MINUTE, HOUR, 2 * HOUR]),
+            ),
+            min_size=teams,
+            max_size=40,
+        )
+    )
+    usage = draw(st.lists(st.integers(0, 10**6), min_size=teams, max_size=teams))
+    return shares, nodes, gpn, jobs, usage
+
+
+@settings(max_examples=60, deadline=None)
+@given(contested_clusters())
+def test_no_two_teams_evict_each_other_back_and_forth(case):
+    """Whatever the shares, shapes and window usage: with nothing ending, each pair of teams
+    sees evictions in one direction only, and evictions stop once every team holds what the
+    guarantee gives it (no oscillation, however long the cycles go on)."""
+    shares, nodes, gpn, jobs, usage0 = case
+    names = [f"t{i}" for i in range(len(shares))]
+    tree = budget("root", 100, *(leaf(n, s) for n, s in zip(names, shares, strict=True)))
+    sched = build_scheduler(build_nodes(nodes, gpn), tree)
+    for i, (team, gpus, min_runtime) in enumerate(jobs):
+        for copy in range(3):  # more than the cluster holds: demand never runs out
+            sched.submit(
+                build_workload(f"{names[team]}-{i}-{copy}", names[team], gpus,
+                               submit=float(i), min_runtime=min_runtime)
+            )  # fmt: skip
+    usage = dict(zip(names, map(float, usage0), strict=True))
+    directions: set[tuple[str, str]] = set()
+    last_eviction = 0.0
+    step, now = 10 * MINUTE, 0.0
+    while now <= 3 * 24 * HOUR:
+        result = sched.cycle(now, dict(usage))
+        for p in result.preemptions:
+            victim, by = p.workload_id.split("-")[0], p.by.split("-")[0]
+            if victim != by:
+                directions.add((by, victim))
+                last_eviction = now
+        for rec in sched.running.values():
+            if rec.workload.min_runtime > 0:
+                usage[rec.workload.project] += rec.workload.gpus * step
+        now += step
+    assert not any((b, a) in directions for a, b in directions), directions
+    # Protection lengthens with each eviction (at most 8 h), so a cluster that still
+    # evicted across teams on its third day would be oscillating.
+    assert last_eviction < 2 * 24 * HOUR
