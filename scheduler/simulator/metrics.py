@@ -12,7 +12,9 @@ a minimum runtime above 0; *burst* = charged above entitled; *free* = free-lane 
   demand (pending + running GPUs) was at least the cluster's size (*oversubscribed*).
 - Unbudgeted fraction = (free lane + burst, which includes all of an unbudgeted project's
   usage) ÷ all GPU time used.
-- Queue wait = first start - submit.
+- Queue wait = first start - submit (``all``, ``debug``, ``other``); ``requeue``: every wait of
+  a preempted job from its eviction to its next start; ``every``: both kinds together, so a
+  policy that starts work at once and then evicts it cannot hide the waits it causes.
 
 Every figure is given over the whole replay (first submission to last completion) and over
 the *submit window* (first submission to the end of the hour of the last submission), where
@@ -87,6 +89,7 @@ def compute_metrics(result: ReplayResult) -> dict:
         "skipped_job_ids": [j.id for j in result.skipped[:20]],
         "duplicates_kept": result.duplicates,
         "never_started": sum(1 for j in result.jobs if j.first_start is None),
+        "never_started_ids": [j.id for j in result.jobs if j.first_start is None],
         "start_time": result.start_time,
         "last_submit_time": result.last_submit,
         "end_time": result.end_time,
@@ -133,6 +136,7 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
     all_waits: list[float] = []
     debug_waits: list[float] = []
     other_waits: list[float] = []
+    requeue_waits: list[float] = []
     for rec in result.jobs:
         if rec.submit > period_end:
             continue
@@ -146,6 +150,13 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
         waits_by_project[rec.project].append(wait)
         all_waits.append(wait)
         (debug_waits if rec.debug else other_waits).append(wait)
+        for requeued, restarted in rec.requeues:
+            if requeued > period_end:
+                break
+            if restarted is not None and restarted <= period_end:
+                requeue_waits.append(restarted - requeued)
+            elif censor:
+                requeue_waits.append(period_end - requeued)
 
     for i, project in enumerate(ledger.projects):
         share = result.shares.get(project, 0.0)
@@ -212,10 +223,15 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
         "used_gpu_hours": _r(used / HOUR, 2),
         "preemptions": len(in_period),
         "lost_gpu_hours": _r(sum(p.lost_gpu_seconds for p in in_period) / HOUR, 2),
+        "lost_fraction_of_charged": _r(
+            _ratio(sum(p.lost_gpu_seconds for p in in_period), used - free_total)
+        ),
         "queue_wait_seconds": {
             "all": wait_summary(all_waits),
             "debug": wait_summary(debug_waits),
             "other": wait_summary(other_waits),
+            "requeue": wait_summary(requeue_waits),
+            "every": wait_summary(all_waits + requeue_waits),
         },
         "teams": teams,
     }

@@ -97,8 +97,11 @@ class JobRecord:
     end: float | None = None
     preemptions: int = 0
     lost_gpu_seconds: float = 0.0
+    # Every wait after a preemption: (requeued at, started again at or None while waiting).
+    requeues: list[tuple[float, float | None]] = field(default_factory=list)
     # The current run, if any.
     run_start: float | None = None
+    run_protected_until: float = 0.0  # as the engine set it (churn budget included)
     run_gpus: int = 0
     run_rows: tuple[int, ...] = ()
     gen: int = 0  # bumped on preemption so the old run's pending events are ignored
@@ -275,7 +278,7 @@ def replay(
                     j,
                     rec.run_start,
                     t,
-                    rec.run_start + rec.min_runtime,
+                    rec.run_protected_until,
                     preempted,
                     rec.run_gpus,
                     rec.run_rows,
@@ -347,12 +350,15 @@ def replay(
             rec.gen += 1
             preemptions.append(PreemptionEvent(t, j, order.kind, order.by, lost_gpu_seconds))
             end_run(rec, j, t, preempted=True)
+            rec.requeues.append((t, None))
 
         for order in result.starts:
             j = by_id[order.workload_id]
             rec = jobs[j]
             if rec.first_start is None:
                 rec.first_start = t
+            elif rec.requeues and rec.requeues[-1][1] is None:
+                rec.requeues[-1] = (rec.requeues[-1][0], t)
             gpus = 0
             rows: list[int] = []
             for name, count in order.placement.items():
@@ -368,6 +374,7 @@ def replay(
                 del slots[:count]
                 gpus += count
             rec.run_start = t
+            rec.run_protected_until = order.protected_until or t + rec.min_runtime
             rec.run_gpus = gpus
             rec.run_rows = tuple(rows)
             if rec.min_runtime <= 0:
@@ -376,9 +383,9 @@ def replay(
                 ledger.change(rec.project, t, charged=gpus)
             seq += 1
             heapq.heappush(heap, (t + rec.remaining, _FINISH, seq, j, rec.gen))
-            if wake and 0 < rec.min_runtime < rec.remaining:
+            if wake and t < rec.run_protected_until < t + rec.remaining:
                 seq += 1
-                heapq.heappush(heap, (t + rec.min_runtime, _EXPIRY, seq, j, rec.gen))
+                heapq.heappush(heap, (rec.run_protected_until, _EXPIRY, seq, j, rec.gen))
 
         if sched.pending_count():
             if not heap and submit_i == n and not result.starts and not sched.running:
