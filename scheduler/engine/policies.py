@@ -184,6 +184,8 @@ class _FairShareView(PolicyView):
         self.borrowers_set = frozenset(
             p for p, gpus in self.alloc.items() if gpus > self.entitled.get(p, 0)
         )
+        self._borrowers = len(self.borrowers_set)
+        self._borrowed = sum(self.alloc[p] for p in self.borrowers_set)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
         # included), so a walk at rank i may still find someone to preempt.
         order = ranking.order
@@ -234,19 +236,19 @@ class _FairShareView(PolicyView):
         return max(0, self.entitled.get(project, 0) - self.alloc.get(project, 0) - delta)
 
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
-        # The victim's team must run above its entitlement, and the eviction may leave it at
-        # most as many GPUs below its entitlement as the preemptor gains: a reclaim never
-        # digs a bigger hole than it fills, so a one-GPU shortfall does not evict a whole
-        # node of a team that barely borrows.
+        # The victim's team must still hold at least its entitlement after the eviction:
+        # only what a team runs above its entitlement is reclaimed, never what it is owed
+        # (so a one-GPU shortfall never evicts a whole node of a team that barely borrows).
         # No ping-pong: the preemptor's team ends within its entitlement, so it is never the
-        # victim of a reclaim (victims' teams run above theirs). And no cycle through other
-        # teams: the GPUs teams hold within their entitlements, summed, never go down with a
-        # reclaim, while what the victims' teams hold above theirs goes down.
+        # victim of a reclaim (victims' teams run above theirs), and the victim's team ends
+        # at or above its own, so the reclaim gives it no claim to reclaim with: evictions
+        # between two teams go one way. Nothing is stolen back through third teams either,
+        # since no reclaim takes any team below its entitlement.
         if project == job.project:
             return False
-        if self.alloc.get(project, 0) <= self.entitled.get(project, 0):
-            return False
-        return self.shortfall(project, -victim_gpus) <= job.gpus
+        return self.shortfall(project, -victim_gpus) == 0 and self.alloc.get(
+            project, 0
+        ) > self.entitled.get(project, 0)
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         # Only a strictly better class (higher priority, or same priority and a shorter
@@ -272,17 +274,12 @@ class _FairShareView(PolicyView):
         return self.alloc.get(job.project, 0) < self.entitled.get(job.project, 0)
 
     def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:
-        # Every team evicted from the cleared nodes runs above its entitlement, and together
-        # they end at most as far below theirs as the gang's team stands below its own now:
-        # the GPUs held within entitlements, summed, do not go down (as for any reclaim).
-        dug = 0
-        for project, gpus in gpus_by_project.items():
-            if project == job.project:
-                continue
-            if self.alloc.get(project, 0) <= self.entitled.get(project, 0):
-                return False
-            dug += self.shortfall(project, -gpus)
-        return dug <= self.shortfall(job.project)
+        # As for any reclaim: every team evicted from the cleared nodes keeps at least its
+        # entitlement, so none of them gains a claim to take the nodes back.
+        return all(
+            project == job.project or self.may_preempt_project(job, project, gpus)
+            for project, gpus in gpus_by_project.items()
+        )
 
     def why(self, job: Job, victim: Job) -> str:
         if not victim.charged:
@@ -299,18 +296,12 @@ class _FairShareView(PolicyView):
         )
 
     def signature(self, job: Job) -> object:
-        # Cross-team eligibility depends on the preemptor's charged GPUs and on what each
-        # borrowing team holds: a change in either may open a victim.
+        # Cross-team eligibility depends on the preemptor's charged GPUs and on what the
+        # borrowing teams hold: a change in either may open a victim. (Two different states
+        # with the same totals are caught within ``preemption_recheck``.)
         if not self.may_reclaim(job):
             return None
-        alloc = self.alloc
-        return (alloc.get(job.project, 0), tuple(sorted((p, alloc[p]) for p in self.borrowers)))
-
-    @property
-    def borrowers(self) -> list[str]:
-        """Teams whose charged GPUs are above their entitlement now (they may be reclaimed)."""
-        entitled = self.entitled
-        return [p for p, gpus in self.alloc.items() if gpus > entitled.get(p, 0)]
+        return (self.alloc.get(job.project, 0), self._borrowed, self._borrowers)
 
     def still_blocked(self, old: object, new: object) -> bool:
         # A job that may not reclaim can only evict the free lane and its own project's
@@ -320,10 +311,24 @@ class _FairShareView(PolicyView):
 
     def _count(self, job: Job, sign: int) -> None:
         if job.charged:
-            self.alloc[job.project] = self.alloc.get(job.project, 0) + sign * job.gpus
+            before = self.alloc.get(job.project, 0)
+            self.alloc[job.project] = before + sign * job.gpus
+            self._track_borrowing(job.project, before)
             if job.mr <= self.inputs.params.debug_min_runtime:
                 debug = self.debug_alloc.get(job.project, 0) + sign * job.gpus
                 self.debug_alloc[job.project] = debug
+
+    def _track_borrowing(self, project: str, before: int) -> None:
+        """Keep the count of borrowing teams and the GPUs they hold after ``project``'s
+        charged GPUs changed from ``before``."""
+        entitled = self.entitled.get(project, 0)
+        now = self.alloc.get(project, 0)
+        if before > entitled:
+            self._borrowers -= 1
+            self._borrowed -= before
+        if now > entitled:
+            self._borrowers += 1
+            self._borrowed += now
 
     def started(self, job: Job) -> None:
         self._count(job, +1)

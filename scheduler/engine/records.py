@@ -28,6 +28,7 @@ class Job:
         "lane",
         "mr",
         "nodes",
+        "patient_until",
         "placement",
         "preempted",
         "project",
@@ -60,6 +61,7 @@ class Job:
         self.protected_until = 0.0
         self.head_since: float | None = None
         self.queued_at = w.submit_time  # when it last became pending (a requeue resets it)
+        self.patient_until = 0.0  # no preemption search before this (break-even patience)
         # Evictions suffered so far (the churn budget lengthens its protection).
         self.preempted = w.preemptions
         # Memo of the last failed preemption search (see _Walk._preempt).

@@ -194,7 +194,12 @@ class Walk:
             if len(recs) == job.nodes:
                 self._launch(job, recs, "whole nodes free")
                 return True
-        if preempts and self._may_find_victims(job):
+        if preempts and self._preemptions_left() <= 0:
+            job.fail_pos = -1  # this cycle's evictions are spent: look again next cycle
+            self._note(job, None)
+            return False
+        # Not while the job is still being patient for a victim set already found.
+        if preempts and job.patient_until <= self.now and self._may_find_victims(job):
             only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
             started, over_budget = self._preempt(job, only)
             if started:
@@ -361,6 +366,8 @@ class Walk:
                 patience = min(patience, job.mr)
             ready_at = job.queued_at + patience
             if self.now < ready_at:
+                # Look again when the patience is over (the search is the costly part).
+                job.patient_until = ready_at
                 s._next_timer = min(s._next_timer, ready_at)
                 return False, True
         self._evict_and_start(job, choice)

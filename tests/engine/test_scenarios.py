@@ -81,8 +81,10 @@ def test_gang_that_needs_two_whole_nodes_evicts_two_victims():
 
 
 def test_workload_inside_its_minimum_runtime_is_never_preempted():
-    sched = scheduler(nodes(1), flat_tree(a=50, b=50))
-    sched.add_running(work("young", "b", 8, min_runtime=2 * HOUR), {"n0": 8}, 0.0)
+    # b holds all 16 GPUs (its entitlement is 8): its young run on n1 is what it borrows.
+    sched = scheduler(nodes(2), flat_tree(a=50, b=50))
+    sched.add_running(work("old", "b", 8, min_runtime=8 * HOUR), {"n0": 8}, 0.0)
+    sched.add_running(work("young", "b", 8, min_runtime=2 * HOUR), {"n1": 8}, 0.0)
     sched.submit(work("urgent", "a", 4, submit=0.0, priority=10, min_runtime=15 * MINUTE))
     for t in (0.0, HOUR, 2 * HOUR - 1):
         assert sched.cycle(t, {"a": 0.0, "b": 1e6}).preemptions == []

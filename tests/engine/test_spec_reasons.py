@@ -102,8 +102,10 @@ def test_under_budget_teams_reason_does_not_claim_it_is_over_budget():
 
 
 def test_start_and_preemption_orders_carry_reasons():
+    # alpha (20 %: 2 of 8 GPUs) runs 8: its 6-GPU run is above what it is owed.
     sched = build_scheduler(build_nodes(1), tree())
-    sched.add_running(build_workload("a-run", "alpha", 8, min_runtime=HOUR), {"n0": 8}, NOW)
+    sched.add_running(build_workload("a-own", "alpha", 2, min_runtime=8 * HOUR), {"n0": 2}, NOW)
+    sched.add_running(build_workload("a-run", "alpha", 6, min_runtime=HOUR), {"n0": 6}, NOW)
     sched.submit(build_workload("b-debug", "beta", 2, submit=NOW, min_runtime=15 * MINUTE))
     result = sched.cycle(NOW + 2 * HOUR, USAGE)
     assert [p.workload_id for p in result.preemptions] == ["a-run"]
