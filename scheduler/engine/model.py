@@ -83,7 +83,7 @@ class BudgetNode:
 
 @dataclass(frozen=True, slots=True)
 class PolicyParams:
-    """Tunables shared by every policy; the defaults follow DESIGN.md.
+    """Tunables shared by every policy; the defaults and why: ``docs/design.md``.
 
     - ``window_seconds``: the sliding usage window the driver sums ``usage`` over (the engine
       only records it; the driver computes the sums).

@@ -338,7 +338,7 @@ class _FairShareView(PolicyView):
 
 
 class FairShare(Policy):
-    """Ours: Fair Tree over the sliding-window usage; preempt later-ranked work (DESIGN.md)."""
+    """Ours: entitlement first, then Fair Tree over the sliding window (``docs/design.md``)."""
 
     name = "fairshare"
     preempts = True

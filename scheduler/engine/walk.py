@@ -114,8 +114,8 @@ class Walk:
     def _walk_group(
         self, lane: int, group: str, shapes: dict[_Shape, list], guaranteed_only: bool = False
     ) -> None:
-        """Try the group's shape heads in key order. ``guaranteed_only``: only work that
-        keeps the group within its guarantee, skipping the rest, reserving nothing."""
+        """Try the group's shape heads in key order. ``guaranteed_only``: only work the
+        policy's ``within_guarantee`` admits; the rest waits for the ordinary pass."""
         s = self.s
         view = self.view
         heads: list[tuple[tuple, int, _Shape]] = []
@@ -401,10 +401,10 @@ class Walk:
         """Start a gang that waited past its bound by clearing whole nodes, if allowed now.
 
         The guarantee serves gangs too: a gang of a team below its entitlement takes empty
-        nodes and nodes whose work it may evict (past its minimum runtime: of teams above
-        their entitlement, the free lane, or its own project's lower class), fewest GPU-hours
-        lost first, as long as every team it evicts ends strictly less far below its own
-        entitlement than the gang's team stands now (``gang_victims_ok``).
+        nodes and nodes whose work it may evict (past its minimum runtime: what other teams
+        run above their entitlement, the free lane, or its own project's lower class), fewest
+        GPU-hours lost first, as long as every team it evicts keeps at least its entitlement
+        (``gang_victims_ok``).
         """
         if not self.view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
             return False

@@ -1,4 +1,4 @@
-"""Figures of a replay, with the words of DESIGN.md ("Words").
+"""Figures of a replay, with the words of ``docs/design.md`` ("Words").
 
 For each project and hour ``h`` (GPU-seconds): *entitled* = effective share x healthy GPUs x
 the part of the hour inside the period; *demand* = GPUs of its pending and running workloads,
