@@ -2,7 +2,9 @@
 
 A synthetic cluster with a fixed seed: 1,024 nodes x 8 GPUs, 200 projects in a 3-level
 budget tree (1 organization, 10 programs, 20 projects each), 4,000 running and 10,000 pending
-workloads. Target: median <= 50 ms per cycle. Nothing here asserts on time.
+workloads. Targets: median <= 50 ms per cycle, <= 8 ms for the steady state; at KAI
+Scheduler's published scale (4,096 nodes, 50,000 pending) <= 50 ms. Nothing here asserts on
+time.
 
 Run: ``.venv/bin/python -m pytest tests/bench/test_bench_engine.py -o addopts="" -q``
 """
@@ -24,6 +26,7 @@ RUNNING = 4000
 PENDING = 10_000
 NOW = 30 * 86400.0
 TARGET_SECONDS = 0.05
+STEADY_TARGET_SECONDS = 0.008
 
 # (gpus, weight): mostly small work, a few whole-node runs and 2-node gangs.
 SHAPES = [(1, 62), (2, 22), (4, 11), (8, 45 / 10), (16, 5 / 10)]
@@ -64,27 +67,35 @@ def _workload(rng: random.Random, wid: str, projects: list[str], submit: float) 
     )
 
 
-def build(seed: int = SEED, policy: str = "fairshare") -> tuple[Scheduler, dict, random.Random]:
-    """The synthetic cluster: 4,000 running, 10,000 pending, usage per project."""
+def build(
+    seed: int = SEED,
+    policy: str = "fairshare",
+    nodes_count: int = NODES,
+    running_count: int = RUNNING,
+    pending_count: int = PENDING,
+) -> tuple[Scheduler, dict, random.Random]:
+    """The synthetic cluster (by default 4,000 running, 10,000 pending), usage per project."""
     rng = random.Random(seed)
     root, projects = _tree(rng)
-    nodes = [Node(f"node{i:04d}", GPUS_PER_NODE) for i in range(NODES)]
+    nodes = [Node(f"node{i:05d}", GPUS_PER_NODE) for i in range(nodes_count)]
     sched = Scheduler(nodes, root, policy=policy, params=PolicyParams())
     running = [
         _workload(rng, f"r{i:05d}", projects, NOW - rng.uniform(3600, 86400))
-        for i in range(RUNNING)
+        for i in range(running_count)
     ]
     # First-fit, largest first, so that gangs find whole nodes.
-    free = [GPUS_PER_NODE] * NODES
-    placed = 0
+    free = [GPUS_PER_NODE] * nodes_count
+    cursor = 0  # nodes before it are full enough that first-fit skips them
     for w in sorted(running, key=lambda w: (-w.gpus, w.id)):
         if w.nodes > 1:
-            idle = [i for i in range(NODES) if free[i] == GPUS_PER_NODE][: w.nodes]
+            idle = [i for i in range(nodes_count) if free[i] == GPUS_PER_NODE][: w.nodes]
             if len(idle) < w.nodes:
                 continue
             placement = {nodes[i].name: GPUS_PER_NODE for i in idle}
         else:
-            spot = next((i for i in range(NODES) if free[i] >= w.gpus), None)
+            while cursor < nodes_count and free[cursor] == 0:
+                cursor += 1
+            spot = next((i for i in range(cursor, nodes_count) if free[i] >= w.gpus), None)
             if spot is None:
                 continue
             placement = {nodes[spot].name: w.gpus}
@@ -92,8 +103,7 @@ def build(seed: int = SEED, policy: str = "fairshare") -> tuple[Scheduler, dict,
             free[int(name[4:])] -= gpus
         start = NOW - rng.uniform(0, 8 * 3600)
         sched.add_running(w, placement, max(w.submit_time, start))
-        placed += 1
-    for i in range(PENDING):
+    for i in range(pending_count):
         sched.submit(_workload(rng, f"q{i:05d}", projects, NOW - rng.uniform(0, 2 * 86400)))
     usage = {p: rng.lognormvariate(0, 1) * 3600 * 8 * 24 * 7 for p in projects}
     usage.update({f"unbudgeted{i}": 1e5 for i in range(3)})
@@ -151,6 +161,8 @@ def test_bench_cycle_steady_state_with_a_few_changes(benchmark):
 
     benchmark.pedantic(run, setup=setup, rounds=40, iterations=1, warmup_rounds=2)
     _describe(benchmark, sched)
+    # The steady state is what a live loop that keeps its state pays every cycle.
+    benchmark.extra_info["target_seconds"] = STEADY_TARGET_SECONDS
 
 
 def test_bench_cycle_when_nothing_changed(benchmark):
@@ -167,4 +179,33 @@ def test_bench_cycle_when_nothing_changed(benchmark):
         if not result.starts and not result.preemptions:
             break
     benchmark.pedantic(lambda: sched.cycle(now + 1.0, usage), rounds=50, iterations=1)
+    _describe(benchmark, sched)
+
+
+# KAI Scheduler's published scale: 4,096 nodes x 8 GPUs, 50,000 pending (running in the same
+# proportion as above: 16,000).
+KAI_NODES, KAI_RUNNING, KAI_PENDING = 4096, 16_000, 50_000
+
+
+def test_bench_cycle_steady_state_at_kai_scale(benchmark):
+    """The steady-state cycle of the test above at 4,096 nodes and 50,000 pending."""
+    sched, usage, rng = build(
+        nodes_count=KAI_NODES, running_count=KAI_RUNNING, pending_count=KAI_PENDING
+    )
+    clock = {"now": NOW, "n": 0}
+    sched.cycle(NOW, usage)
+    projects = sorted(p for p in usage if p.startswith("p"))
+
+    def setup():
+        clock["now"] += 30.0
+        for wid in rng.sample(sorted(sched.running), 10):
+            sched.finish(wid)
+        for _ in range(10):
+            clock["n"] += 1
+            sched.submit(_workload(rng, f"s{clock['n']:06d}", projects, clock["now"]))
+        for project in usage:
+            usage[project] += 30.0 * rng.uniform(0, 40)
+        return (clock["now"],), {}
+
+    benchmark.pedantic(lambda t: sched.cycle(t, usage), setup=setup, rounds=20, iterations=1)
     _describe(benchmark, sched)
