@@ -245,9 +245,11 @@ class Scheduler:
             self._dirty = True
         if explain:
             # Requeued victims may sit in groups that had nothing pending when we began.
-            walk.explain(
-                [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
-            )
+            # Groups below their guarantee are offered GPUs first: they come first here too.
+            queued = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
+            first = [g for g in queued if view.is_guaranteed(g)]
+            rest = [g for g in queued if not view.is_guaranteed(g)]
+            walk.explain(first + rest)
         return result
 
     # ------------------------------------------------------------------ internals

@@ -380,3 +380,16 @@ def test_no_two_teams_evict_each_other_back_and_forth(case):
     # Protection lengthens with each eviction (at most 8 h), so a cluster that still
     # evicted across teams on its third day would be oscillating.
     assert last_eviction < 2 * 24 * HOUR
+
+
+def test_the_explained_order_puts_teams_below_their_entitlement_first():
+    # alpha ranks first by the window (it used nothing) but already runs its 8 GPUs; beta
+    # used a lot and holds nothing: beta's pending work is offered GPUs first, and the order
+    # a person sees says so.
+    sched = build_scheduler(build_nodes(2), halves())
+    run(sched, "alpha-run", "alpha", {"n0": 8}, min_runtime=8 * HOUR)
+    run(sched, "alpha-run2", "alpha", {"n1": 8}, min_runtime=8 * HOUR)
+    sched.submit(debug("alpha-next", "alpha"))
+    sched.submit(debug("beta-next", "beta"))
+    result = sched.cycle(LATER, OVER, explain=True)
+    assert result.order == ["beta-next", "alpha-next"]
