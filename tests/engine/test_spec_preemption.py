@@ -1,11 +1,12 @@
-"""Preemption (DESIGN.md Policy 3; issue 3 "Policies").
+"""Preemption (``docs/design.md``, "Preemption").
 
-A pending workload may evict running work past its minimum runtime that ranks after it
-(teams further over budget, unbudgeted work, its own project's lower-ranked work); the free
-lane is evictable at any moment by charged work; evict only what lets the preemptor start,
-with the fewest GPU-hours lost; no oscillation; evicted work is requeued with its submit
-time; fifo never preempts; quota reclaims lent quota from borrowers; partition never lets a
-team past its share.
+A pending workload may evict running work past its minimum runtime: the free lane at any
+moment; its own project's lower-class work; what other teams run above their entitlement when
+its own team stays within its entitlement (the guarantee, whatever the window rank), never
+taking the victim's team below its own. Evict only what lets the preemptor start, with the
+fewest GPU-hours lost, once the wait has cost what the eviction loses; no oscillation; evicted
+work is requeued with its submit time; fifo never preempts; quota reclaims lent quota from
+borrowers; partition never lets a team past its share.
 """
 
 from __future__ import annotations
