@@ -43,16 +43,18 @@ for i in $(seq 1 "$runs"); do
   began=$(date +%s)
   if [ "$part" = whole ]; then
     dir=$(clone)
+    at=$(git -C "$dir" rev-parse --short HEAD)
     (cd "$dir" && bash .ci/run) >"$log" 2>&1
     status=$?
     rm -rf "$dir"
   else
+    at=$(git -C "$dir" rev-parse --short HEAD)
     (cd "$dir" && make test PYTEST_ARGS="tests/browser tests/scheduler/test_failures_processes.py tests/governance/test_database_unavailable.py -p no:cacheprovider") >"$log" 2>&1
     status=$?
   fi
   seconds=$(( $(date +%s) - began ))
   closing=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -n 1)
-  echo "run $i: exit $status in ${seconds}s: ${closing:-no pytest summary}" | tee -a "$summary"
+  echo "run $i ($at): exit $status in ${seconds}s: ${closing:-no pytest summary}" | tee -a "$summary"
   grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/    /' | tee -a "$summary"
   [ "$status" -eq 0 ] || failed_runs=$((failed_runs + 1))
 done
