@@ -136,12 +136,11 @@ def test_bench_cycle_first_on_a_fresh_state(benchmark, policy):
     benchmark.extra_info["preemptions"] = len(result.preemptions)
 
 
-def test_bench_cycle_steady_state_with_a_few_changes(benchmark):
-    """A cycle 30 s after the last one, with 10 finishes and 10 submits in between."""
-    sched, usage, rng = build()
-    now = NOW
-    sched.cycle(now, usage)
-    clock = {"now": now, "n": 0}
+def _steady_state(benchmark, sched: Scheduler, usage: dict, rng: random.Random, rounds: int):
+    """Time cycles 30 s apart, each after 10 finishes, 10 submits and 30 s of usage."""
+    sched.cycle(NOW, usage)
+    clock = {"now": NOW, "n": 0}
+    projects = sorted(p for p in usage if p.startswith("p"))
 
     def setup():
         clock["now"] += 30.0
@@ -149,18 +148,20 @@ def test_bench_cycle_steady_state_with_a_few_changes(benchmark):
             sched.finish(wid)
         for _ in range(10):
             clock["n"] += 1
-            wid = f"s{clock['n']:06d}"
-            projects = sorted(p for p in usage if p.startswith("p"))
-            sched.submit(_workload(rng, wid, projects, clock["now"]))
+            sched.submit(_workload(rng, f"s{clock['n']:06d}", projects, clock["now"]))
         for project in usage:
             usage[project] += 30.0 * rng.uniform(0, 40)
         return (clock["now"],), {}
 
-    def run(t):
-        return sched.cycle(t, usage)
-
-    benchmark.pedantic(run, setup=setup, rounds=40, iterations=1, warmup_rounds=2)
+    benchmark.pedantic(
+        lambda t: sched.cycle(t, usage), setup=setup, rounds=rounds, iterations=1, warmup_rounds=2
+    )
     _describe(benchmark, sched)
+
+
+def test_bench_cycle_steady_state_with_a_few_changes(benchmark):
+    """A cycle 30 s after the last one, with 10 finishes and 10 submits in between."""
+    _steady_state(benchmark, *build(), rounds=40)
     # The steady state is what a live loop that keeps its state pays every cycle.
     benchmark.extra_info["target_seconds"] = STEADY_TARGET_SECONDS
 
@@ -189,23 +190,5 @@ KAI_NODES, KAI_RUNNING, KAI_PENDING = 4096, 16_000, 50_000
 
 def test_bench_cycle_steady_state_at_kai_scale(benchmark):
     """The steady-state cycle of the test above at 4,096 nodes and 50,000 pending."""
-    sched, usage, rng = build(
-        nodes_count=KAI_NODES, running_count=KAI_RUNNING, pending_count=KAI_PENDING
-    )
-    clock = {"now": NOW, "n": 0}
-    sched.cycle(NOW, usage)
-    projects = sorted(p for p in usage if p.startswith("p"))
-
-    def setup():
-        clock["now"] += 30.0
-        for wid in rng.sample(sorted(sched.running), 10):
-            sched.finish(wid)
-        for _ in range(10):
-            clock["n"] += 1
-            sched.submit(_workload(rng, f"s{clock['n']:06d}", projects, clock["now"]))
-        for project in usage:
-            usage[project] += 30.0 * rng.uniform(0, 40)
-        return (clock["now"],), {}
-
-    benchmark.pedantic(lambda t: sched.cycle(t, usage), setup=setup, rounds=20, iterations=1)
-    _describe(benchmark, sched)
+    built = build(nodes_count=KAI_NODES, running_count=KAI_RUNNING, pending_count=KAI_PENDING)
+    _steady_state(benchmark, *built, rounds=20)
