@@ -1,4 +1,4 @@
-"""Cluster health — the metrics pyramid (DESIGN.md): availability, occupancy, impact per day.
+"""Cluster health — the metrics pyramid (``docs/design.md``): availability, occupancy, impact per day.
 
 Read from the usage rollups (closed days from the daily cache ``governance.models.UsageDay``,
 the rest from the hourly ``scheduler.models.UsageHour``, split by

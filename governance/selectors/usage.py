@@ -3,7 +3,7 @@
 Everything here reads ``scheduler.models.UsageHour`` (budgeted, burst, free, entitled and
 demand GPU-seconds per cluster, project and UTC hour) and is scoped by the visibility
 selector. Amounts are exact ``Decimal`` GPU-seconds as stored; the ``*_gpu_hours`` properties
-divide by 3600 for display. Definitions (DESIGN.md, "Words"):
+divide by 3600 for display. Definitions (``docs/design.md``, "Words"):
 
 - owed = Σ over hours of min(entitled, demand);
 - charged (= delivered) = budgeted + burst (the free lane is not charged);

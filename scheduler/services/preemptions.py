@@ -1,6 +1,6 @@
 """Forced preemption: an operator stops a running workload now, inside its minimum runtime.
 
-The engine never preempts a workload inside its minimum runtime (DESIGN.md, policy 3); an
+The engine never preempts a workload inside its minimum runtime (``docs/design.md``, "Preemption"); an
 operator may, when a run must stop now (a runaway job, a node needing urgent repair of one
 workload). The run is stopped like any preemption — stop orders to its agents, the workload
 ``preempted`` until they confirm, then requeued with its submit time kept (resumable work

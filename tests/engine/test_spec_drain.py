@@ -1,4 +1,4 @@
-"""Drain (DESIGN.md Policy 4; issue 3 "Drain").
+"""Drain (``docs/design.md``, "Drain").
 
 An operator marks a node for repair: nothing new lands there; each running workload is
 evicted (requeued) as soon as it reaches its minimum runtime, not before; the node reports

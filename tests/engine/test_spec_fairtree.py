@@ -1,4 +1,4 @@
-"""Fair-share order (DESIGN.md Policy 1), hand-worked.
+"""Fair-share order (``docs/design.md``, "Entitlement first, then the window"), hand-worked.
 
 Siblings are ranked by usage-share / share, lowest first (the furthest below budget goes
 first); projects are ordered by the depth-first walk of that ranking; unbudgeted projects

@@ -1,4 +1,4 @@
-"""Admission and placement (DESIGN.md Policy 2; issue 3 "Placement").
+"""Admission and placement (``docs/design.md``, "Placement and holds").
 
 Single-node workloads bin-pack onto the fullest node that fits; gangs take whole free nodes,
 all or nothing; draining and down nodes take nothing new; backfill may start a smaller

@@ -1,4 +1,4 @@
-"""Reasons (DESIGN.md Policy 5): every decision has a reason a person can read.
+"""Reasons (``docs/design.md``, "Reasons"): every decision has a reason a person can read.
 
 With ``explain=True`` every workload still pending has a plain-words reason; a gang's reason
 speaks of whole nodes; the reason of a team over its budget says so.
