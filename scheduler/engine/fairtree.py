@@ -57,6 +57,9 @@ class BudgetTree:
         self.leaf_of: dict[str, int] = {}
         self.effective_share: dict[str, float] = {}
         self.path: dict[str, tuple[int, ...]] = {}
+        # healthy GPUs -> (deserved GPUs, whole GPUs) per project: asked for every cycle,
+        # changed only by a node changing state.
+        self._gpus: dict[int, tuple[dict[str, float], dict[str, int]]] = {}
         if root is not None:
             self._add(root, parent=-1, depth=0, effective=1.0, path=())
 
@@ -99,6 +102,25 @@ class BudgetTree:
             return None
         parent = self.nodes[path[-2]]
         return parent.name, parent.depth
+
+    def deserved_gpus(self, healthy_gpus: int) -> dict[str, float]:
+        """GPUs each budgeted project deserves out of ``healthy_gpus`` (share x GPUs).
+
+        The mapping is shared between callers: read it, do not change it.
+        """
+        return self._split(healthy_gpus)[0]
+
+    def entitled_gpus(self, healthy_gpus: int) -> dict[str, int]:
+        """``deserved_gpus`` in whole GPUs that add up to the cluster (largest remainder,
+        ties by name). Shared between callers like ``deserved_gpus``."""
+        return self._split(healthy_gpus)[1]
+
+    def _split(self, healthy_gpus: int) -> tuple[dict[str, float], dict[str, int]]:
+        split = self._gpus.get(healthy_gpus)
+        if split is None:
+            deserved = {p: s * healthy_gpus for p, s in self.effective_share.items()}
+            split = self._gpus[healthy_gpus] = (deserved, _whole_gpus(deserved))
+        return split
 
     def rank(self, usage: Mapping[str, float], extra: Iterable[str] = ()) -> Ranking:
         """Rank budgeted projects by Fair Tree, then the unbudgeted ones in ``extra``.
@@ -153,3 +175,17 @@ class BudgetTree:
             project_usage=project_usage,
             total_usage=total,
         )
+
+
+def _whole_gpus(deserved: dict[str, float]) -> dict[str, int]:
+    """Round deserved GPUs to whole GPUs keeping their sum (largest remainder, ties by name).
+
+    Rounding every team up would promise more GPUs than exist, so on a full cluster some
+    team would always be "below its entitlement" and reclaim from the others for ever.
+    """
+    caps = {p: int(d) for p, d in deserved.items()}
+    spare = round(sum(deserved.values())) - sum(caps.values())
+    by_remainder = sorted(deserved, key=lambda p: (-(deserved[p] - caps[p]), p))
+    for p in by_remainder[: max(0, spare)]:
+        caps[p] += 1
+    return caps

@@ -19,10 +19,12 @@ class NodeRec:
 
     __slots__ = (
         "bucket",
+        "busy_until",
         "exclusive",
         "force",
         "free",
         "gpus",
+        "hard",
         "idx",
         "in_empty",
         "name",
@@ -43,6 +45,12 @@ class NodeRec:
         self.exclusive: str | None = None
         self.bucket = -1  # the free-GPU bucket the node sits in, -1 when not schedulable
         self.in_empty = False
+        # When the last protected workload here may be preempted (None: not known yet);
+        # kept by the walk, forgotten whenever the node's work changes.
+        self.busy_until: float | None = None
+        # Workloads here that no clearing of whole nodes may evict (protected charged work,
+        # and gangs, which are never split): kept by the scheduler.
+        self.hard = 0
 
     @property
     def schedulable(self) -> bool:
@@ -111,6 +119,7 @@ class Capacity:
             raise ValueError(f"node {rec.name!r}: a gang needs it whole but it is in use")
         rec.running[workload_id] = rec.running.get(workload_id, 0) + gpus
         rec.free -= gpus
+        rec.busy_until = None
         if exclusive:
             rec.exclusive = workload_id
         self.refresh(rec)
@@ -119,6 +128,7 @@ class Capacity:
         """Give back whatever ``workload_id`` held on ``rec``."""
         gpus = rec.running.pop(workload_id, 0)
         rec.free += gpus
+        rec.busy_until = None
         if rec.exclusive == workload_id:
             rec.exclusive = None
         self.refresh(rec)

@@ -170,10 +170,8 @@ class _FairShareView(PolicyView):
         self.groups = ranking.order
         self.alloc = dict(inputs.charged_allocated)
         self.debug_alloc = dict(inputs.debug_allocated)
-        # Whole GPUs that add up to the cluster (largest remainder): rounding every team up
-        # would promise more GPUs than exist, so on a full cluster some team would always be
-        # "below its entitlement" and reclaim from the others for ever.
-        self.entitled = _integer_caps(_deserved(inputs))
+        # Whole GPUs that add up to the cluster (largest remainder, see the tree).
+        self.entitled = inputs.tree.entitled_gpus(inputs.healthy_gpus)
         # Entitlement first: teams below theirs get free GPUs up to it (in window order),
         # before the window orders what is left above entitlement. Waiting for a reclaim
         # (a victim's minimum runtime) while free GPUs go to teams already above their
@@ -351,14 +349,9 @@ class FairShare(Policy):
         return _FairShareView(inputs, ranking)
 
 
-def _deserved(inputs: CycleInputs) -> dict[str, float]:
-    healthy = inputs.healthy_gpus
-    return {p: s * healthy for p, s in inputs.tree.effective_share.items()}
-
-
 class _QuotaView(PolicyView):
     def __init__(self, inputs: CycleInputs) -> None:
-        self.deserved = _deserved(inputs)
+        self.deserved = inputs.tree.deserved_gpus(inputs.healthy_gpus)
         self.alloc = dict(inputs.charged_allocated)
         self.evictable = inputs.evictable
         self.groups = self._order(inputs.projects)
@@ -441,19 +434,9 @@ class Quota(Policy):
         return _QuotaView(inputs)
 
 
-def _integer_caps(deserved: dict[str, float]) -> dict[str, int]:
-    """Round deserved GPUs to whole GPUs keeping their sum (largest remainder, ties by name)."""
-    caps = {p: int(d) for p, d in deserved.items()}
-    spare = round(sum(deserved.values())) - sum(caps.values())
-    by_remainder = sorted(deserved, key=lambda p: (-(deserved[p] - caps[p]), p))
-    for p in by_remainder[: max(0, spare)]:
-        caps[p] += 1
-    return caps
-
-
 class _PartitionView(PolicyView):
     def __init__(self, inputs: CycleInputs) -> None:
-        self.caps = _integer_caps(_deserved(inputs))
+        self.caps = inputs.tree.entitled_gpus(inputs.healthy_gpus)
         self.alloc = dict(inputs.allocated)
         caps, alloc = self.caps, self.alloc
         self.groups = sorted(

@@ -16,6 +16,8 @@ class Job:
 
     __slots__ = (
         "charged",
+        "clear_count",
+        "clear_pos",
         "evictable",
         "fail_pos",
         "fail_sig",
@@ -68,6 +70,10 @@ class Job:
         self.fail_pos = -1
         self.fail_sig: object = None
         self.fail_time = 0.0
+        # Memo of the last failed attempt to clear whole nodes for this gang: the opportunity
+        # log position then, and how many nodes were clearable (see Walk._clear_for_gang).
+        self.clear_pos = -1
+        self.clear_count = 0
 
     @property
     def per_node(self) -> int:

@@ -161,6 +161,7 @@ class Scheduler:
         self.tree = BudgetTree(budget_root)
         for job in self._pending.values():
             job.fail_pos = -1  # victim eligibility may have changed for everyone
+            job.clear_pos = -1
         self._dirty = True
 
     # ------------------------------------------------------------------ introspection
@@ -283,6 +284,7 @@ class Scheduler:
         self._seq += 1
         job.seq = self._seq
         job.fail_pos = -1
+        job.clear_pos = -1
         self._pending[job.id] = job
         shapes = self._queues.setdefault((job.lane, job.group), {})
         heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
@@ -323,6 +325,9 @@ class Scheduler:
             else job.mr
         )
         job.protected_until = now + protect
+        if job.charged or job.nodes > 1:
+            for rec in recs:
+                rec.hard += 1
         self._run[job.id] = job
         self.running[job.id] = RunningWorkload(job.w, dict(job.placement), now, job.protected_until)
         self._alloc[job.project] = self._alloc.get(job.project, 0) + job.gpus
@@ -338,9 +343,12 @@ class Scheduler:
 
     def _stop(self, job: Job) -> None:
         """Take a running job off its nodes and out of every running index."""
+        hard = (job.charged and not job.evictable) or job.nodes > 1
         for name in job.placement:
             rec = self.capacity.by_name[name]
             self.capacity.release(rec, job.id)
+            if hard:
+                rec.hard -= 1
             self._opp_log.append(rec.idx)
         del self._run[job.id]
         del self.running[job.id]
@@ -373,7 +381,11 @@ class Scheduler:
             if job is None or job.seq != seq:
                 continue
             job.evictable = True
-            self._opp_log.extend(self.capacity.by_name[n].idx for n in job.placement)
+            for name in job.placement:
+                rec = self.capacity.by_name[name]
+                self._opp_log.append(rec.idx)
+                if job.nodes == 1:
+                    rec.hard -= 1
             self._evictable.setdefault(job.project, {})[job.id] = job
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
             self._dirty = True

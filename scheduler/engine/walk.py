@@ -48,7 +48,6 @@ class Walk:
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._worst: dict[str, tuple[int, float]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
-        self._busy: dict[int, float] = {}
         self._by_use: list[tuple[int, int, NodeRec]] | None = None
 
     # -- the walk
@@ -222,7 +221,6 @@ class Walk:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
         self.s._start(job, recs, amounts, self.now)
         self._by_use = None
-        self._busy.clear()
         job.head_since = None
         job.fail_pos = -1
         self.view.started(job)
@@ -385,7 +383,6 @@ class Walk:
             s._stop(victim)
             victim.preempted += 1
             self._by_use = None
-            self._busy.clear()
             view.evicted(victim)
             self.evicted.append(victim)
             self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
@@ -409,6 +406,19 @@ class Walk:
         if not self.view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
             return False
         s, cap, now, reserved = self.s, self.cap, self.now, self.reserved
+        log = s._opp_log
+        # A node only becomes clearable through an entry in the opportunity log (work on it
+        # stopped or passed its minimum runtime, free-lane work landed, its state changed).
+        # If too few nodes were clearable at the last failure, even counting every node
+        # logged since as clearable now, this attempt fails too. A debug-class gang's
+        # own-project victims depend on the debug allowance, which moves without a log
+        # entry: no memo for it.
+        memo = job.mr > self.params.debug_min_runtime
+        if memo and job.clear_pos >= 0:
+            fresh = log[job.clear_pos :]
+            if job.clear_count + min(len(fresh), len(set(fresh))) < job.nodes:
+                return False
+        log_len = len(log)
         eligible = self._eligible_for(job)
         free_lane = s.policy.free_lane
 
@@ -422,12 +432,19 @@ class Walk:
             return victim.evictable
 
         options: list[tuple[float, int, NodeRec, list[Job]]] = []
+        clearable_anywhere = 0  # reserved nodes included: the memo must not depend on them
         for rec in cap.nodes:
-            if rec.state != NodeState.HEALTHY or rec.gpus < job.per_node or rec.idx in reserved:
+            if rec.hard or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
                 continue
             on_node = [s._run[w] for w in rec.running]
             if all(clearable(v) for v in on_node):
-                options.append((sum(self._lost_of(v) for v in on_node), rec.idx, rec, on_node))
+                clearable_anywhere += 1
+                if rec.idx not in reserved:
+                    options.append((sum(self._lost_of(v) for v in on_node), rec.idx, rec, on_node))
+        if clearable_anywhere < job.nodes:
+            if memo:
+                job.clear_pos, job.clear_count = log_len, clearable_anywhere
+            return False
         if len(options) < job.nodes:
             return False
         options.sort(key=lambda o: (o[0], o[1]))
@@ -499,12 +516,13 @@ class Walk:
         return self._by_use
 
     def _busy_until(self, rec: NodeRec) -> float:
-        """When the last protected workload on ``rec`` becomes preemptible (cached a cycle)."""
-        until = self._busy.get(rec.idx)
+        """When the last protected workload on ``rec`` becomes preemptible (kept on the node
+        until its work changes)."""
+        until = rec.busy_until
         if until is None:
             run = self.s._run
             until = max((run[w].protected_until for w in rec.running), default=float("-inf"))
-            self._busy[rec.idx] = until
+            rec.busy_until = until
         return until
 
     # -- reasons
