@@ -84,11 +84,15 @@ class Capacity:
         self.empty: list[int] = []
         self.free_total = 0  # free GPUs on schedulable nodes
         self._healthy: int | None = None
+        # Bumped whenever any node's work, free GPUs or state changes: caches of orders over
+        # the nodes stay valid while it holds.
+        self.version = 0
         for rec in self.nodes:
             self.refresh(rec)
 
     def refresh(self, rec: NodeRec) -> None:
         """Re-file ``rec`` after its free GPUs, running set or state changed."""
+        self.version += 1
         want = rec.free if rec.schedulable and rec.free > 0 else -1
         if want != rec.bucket:
             if rec.bucket > 0:

@@ -116,6 +116,14 @@ class PolicyView:
         (``gpus_by_project``: GPUs of each)?"""
         return False
 
+    def reclaimable(self) -> dict[str, int]:
+        """GPUs each team could lose to a reclaim now (what it runs above its guarantee).
+
+        ``gang_victims_ok`` must only say yes more often when these grow: a gang that found
+        too few nodes is not searched again until a node changed or some team has more.
+        """
+        return {}
+
     def why(self, job: Job, victim: Job) -> str:
         """Why ``job`` is allowed to preempt ``victim`` (for the preemption's reason)."""
         return "preempted"
@@ -278,6 +286,14 @@ class _FairShareView(PolicyView):
             project == job.project or self.may_preempt_project(job, project, gpus)
             for project, gpus in gpus_by_project.items()
         )
+
+    def reclaimable(self) -> dict[str, int]:
+        entitled = self.entitled
+        return {
+            p: gpus - entitled.get(p, 0)
+            for p, gpus in self.alloc.items()
+            if gpus > entitled.get(p, 0)
+        }
 
     def why(self, job: Job, victim: Job) -> str:
         if not victim.charged:

@@ -18,6 +18,7 @@ class Job:
         "charged",
         "clear_count",
         "clear_pos",
+        "clear_room",
         "evictable",
         "fail_pos",
         "fail_sig",
@@ -71,9 +72,11 @@ class Job:
         self.fail_sig: object = None
         self.fail_time = 0.0
         # Memo of the last failed attempt to clear whole nodes for this gang: the opportunity
-        # log position then, and how many nodes were clearable (see Walk._clear_for_gang).
+        # log position then, how many nodes were admissible, and the other teams' room to be
+        # reclaimed from (see Walk._clear_for_gang).
         self.clear_pos = -1
         self.clear_count = 0
+        self.clear_room: dict[str, int] = {}
 
     @property
     def per_node(self) -> int:

@@ -75,12 +75,17 @@ class Scheduler:
         # charged running work past its minimum runtime, per project
         self._evictable: dict[str, dict[str, Job]] = {}
         self._evictable_gpus: dict[str, int] = {}
+        # per project: how many evictable workloads of each class (-priority, min runtime),
+        # so the lowest class a project could evict of its own costs a look at a few keys
+        self._evictable_classes: dict[str, dict[tuple[int, float], int]] = {}
         self._free_running: dict[str, Job] = {}
         self._draining: set[int] = set()
         # Node positions whose free GPUs or preemptible work grew, in order: a failed
         # preemption search only needs to look again at nodes logged after it failed.
         self._opp_log: list[int] = []
         self._last_reserved: dict[int, str] = {}
+        # (capacity version, healthy nodes emptiest first): see Walk._nodes_by_use
+        self._by_use: tuple[int, list] | None = None
         self._seq = 0
         self._dirty = True
         self._last_order: tuple[list[str], list[str]] | None = None
@@ -361,9 +366,15 @@ class Scheduler:
             bucket = self._evictable[job.project]
             del bucket[job.id]
             self._evictable_gpus[job.project] -= job.gpus
+            classes = self._evictable_classes[job.project]
+            cls = (-job.w.priority, job.mr)
+            classes[cls] -= 1
+            if not classes[cls]:
+                del classes[cls]
             if not bucket:
                 del self._evictable[job.project]
                 del self._evictable_gpus[job.project]
+                del self._evictable_classes[job.project]
         self._free_running.pop(job.id, None)
         job.running = False
         job.evictable = False
@@ -387,6 +398,9 @@ class Scheduler:
                 if job.nodes == 1:
                     rec.hard -= 1
             self._evictable.setdefault(job.project, {})[job.id] = job
+            classes = self._evictable_classes.setdefault(job.project, {})
+            cls = (-job.w.priority, job.mr)
+            classes[cls] = classes.get(cls, 0) + 1
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
             self._dirty = True
 

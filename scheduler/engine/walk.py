@@ -272,9 +272,7 @@ class Walk:
         """The lowest class (priority, minimum runtime) among a project's evictable work."""
         worst = self._worst.get(project)
         if worst is None:
-            worst = self._worst[project] = max(
-                (-j.w.priority, j.mr) for j in self.s._evictable[project].values()
-            )
+            worst = self._worst[project] = max(self.s._evictable_classes[project])
         return worst
 
     def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
@@ -399,24 +397,32 @@ class Walk:
 
         The guarantee serves gangs too: a gang of a team below its entitlement takes empty
         nodes and nodes whose work it may evict (past its minimum runtime: what other teams
-        run above their entitlement, the free lane, or its own project's lower class), fewest
-        GPU-hours lost first, as long as every team it evicts keeps at least its entitlement
-        (``gang_victims_ok``).
+        run above their entitlement, the free lane, or its own project's lower class). Nodes
+        are taken fewest GPU-hours lost first, skipping any whose eviction would take a team
+        below its entitlement together with the nodes already taken (``gang_victims_ok``),
+        so one team that cannot spare its work does not keep the gang waiting while other
+        nodes could serve it.
         """
-        if not self.view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
+        view = self.view
+        if not view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
             return False
         s, cap, now, reserved = self.s, self.cap, self.now, self.reserved
         log = s._opp_log
-        # A node only becomes clearable through an entry in the opportunity log (work on it
-        # stopped or passed its minimum runtime, free-lane work landed, its state changed).
-        # If too few nodes were clearable at the last failure, even counting every node
-        # logged since as clearable now, this attempt fails too. A debug-class gang's
-        # own-project victims depend on the debug allowance, which moves without a log
-        # entry: no memo for it.
+        # Memo of a failure: a node only becomes clearable through an entry in the
+        # opportunity log (work on it stopped or passed its minimum runtime, free-lane work
+        # landed, its state changed), and only becomes admissible on its own when a team's
+        # room to be reclaimed from grows. If too few nodes were admissible at the last
+        # failure, even counting every node logged since, and no team has more room, this
+        # attempt fails too. A debug-class gang's own-project victims depend on the debug
+        # allowance, which moves without a log entry: no memo for it.
         memo = job.mr > self.params.debug_min_runtime
+        room = view.reclaimable() if memo else {}
         if memo and job.clear_pos >= 0:
             fresh = log[job.clear_pos :]
-            if job.clear_count + min(len(fresh), len(set(fresh))) < job.nodes:
+            old = job.clear_room
+            if job.clear_count + min(len(fresh), len(set(fresh))) < job.nodes and all(
+                gpus <= old.get(p, 0) for p, gpus in room.items()
+            ):
                 return False
         log_len = len(log)
         eligible = self._eligible_for(job)
@@ -431,32 +437,48 @@ class Walk:
                 return eligible(victim)
             return victim.evictable
 
-        options: list[tuple[float, int, NodeRec, list[Job]]] = []
-        clearable_anywhere = 0  # reserved nodes included: the memo must not depend on them
+        # (lost, position, node, workloads on it, other teams' charged GPUs on it)
+        options: list[tuple[float, int, NodeRec, list[Job], dict[str, int]]] = []
+        admissible = 0  # reserved nodes included: the memo must not depend on them
         for rec in cap.nodes:
             if rec.hard or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
                 continue
             on_node = [s._run[w] for w in rec.running]
-            if all(clearable(v) for v in on_node):
-                clearable_anywhere += 1
-                if rec.idx not in reserved:
-                    options.append((sum(self._lost_of(v) for v in on_node), rec.idx, rec, on_node))
-        if clearable_anywhere < job.nodes:
+            if not all(clearable(v) for v in on_node):
+                continue
+            cross: dict[str, int] = {}
+            for v in on_node:
+                if v.charged and v.project != job.project:
+                    cross[v.project] = cross.get(v.project, 0) + v.gpus
+            if cross and not view.gang_victims_ok(job, cross):
+                continue
+            admissible += 1
+            if rec.idx not in reserved:
+                lost = sum(self._lost_of(v) for v in on_node)
+                options.append((lost, rec.idx, rec, on_node, cross))
+        if admissible < job.nodes:
             if memo:
-                job.clear_pos, job.clear_count = log_len, clearable_anywhere
+                job.clear_pos, job.clear_count, job.clear_room = log_len, admissible, room
             return False
         if len(options) < job.nodes:
             return False
         options.sort(key=lambda o: (o[0], o[1]))
-        chosen = options[: job.nodes]
+        chosen = []
+        taken: dict[str, int] = {}
+        for option in options:
+            cross = option[4]
+            if cross:
+                total = {p: taken.get(p, 0) + gpus for p, gpus in cross.items()}
+                if not view.gang_victims_ok(job, total):
+                    continue
+                taken.update(total)
+            chosen.append(option)
+            if len(chosen) == job.nodes:
+                break
+        if len(chosen) < job.nodes:
+            return False
         evict = sorted((v for o in chosen for v in o[3]), key=lambda v: v.id)
         if len(evict) > self._preemptions_left():
-            return False
-        cross: dict[str, int] = {}
-        for v in evict:
-            if v.charged and v.project != job.project:
-                cross[v.project] = cross.get(v.project, 0) + v.gpus
-        if cross and not self.view.gang_victims_ok(job, cross):
             return False
         nodes = sorted((o[2] for o in chosen), key=lambda r: r.idx)
         self._evict_and_start(job, VictimChoice(nodes, evict, sum(o[0] for o in chosen)))
@@ -503,9 +525,13 @@ class Walk:
 
     def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
         """Healthy nodes as (GPUs in use, position, node): emptiest first, then the node whose
-        work becomes preemptible soonest, then name. Kept until a start or an eviction
-        changes them, so several gangs in one cycle share one sort."""
+        work becomes preemptible soonest, then name. Kept (across cycles too) until a node
+        changes, so the gangs of several groups and cycles share one sort."""
         if self._by_use is None:
+            cached = self.s._by_use
+            if cached is not None and cached[0] == self.cap.version:
+                self._by_use = cached[1]
+                return self._by_use
             keyed = []
             for rec in self.cap.nodes:
                 if rec.state == NodeState.HEALTHY:
@@ -513,6 +539,7 @@ class Walk:
                     keyed.append((used, self._busy_until(rec), rec.idx, rec))
             keyed.sort(key=lambda o: (o[0], o[1], o[2]))
             self._by_use = [(used, idx, rec) for used, _, idx, rec in keyed]
+            self.s._by_use = (self.cap.version, self._by_use)
         return self._by_use
 
     def _busy_until(self, rec: NodeRec) -> float:
