@@ -46,6 +46,11 @@ class Scheduler:
     ``nodes``: the cluster's nodes. ``budget_root``: the budget tree (None: no budgets).
     ``policy``: a ``Policy`` or a policy name (default ``fairshare``). All methods are
     deterministic: the same calls in the same order give the same orders.
+
+    ``incremental=False`` turns off every shortcut that only saves work — skipping a cycle
+    in which nothing changed, a gang's memo of failed clearings, orders and per-node values
+    kept between cycles — and recomputes them each cycle: the reference the shortcuts are
+    tested against (they must give the same orders), far slower on a large cluster.
     """
 
     def __init__(
@@ -54,11 +59,14 @@ class Scheduler:
         budget_root: BudgetNode | None,
         policy: Policy | str | None = None,
         params: PolicyParams | None = None,
+        *,
+        incremental: bool = True,
     ) -> None:
         if policy is None or isinstance(policy, str):
             policy = make_policy(policy or "fairshare")
         self.policy: Policy = policy
         self.params = params or PolicyParams()
+        self.incremental = incremental
         self.capacity = Capacity(nodes)
         self.tree = BudgetTree(budget_root)
         #: id -> RunningWorkload for every running workload (read-only for drivers)
@@ -222,7 +230,8 @@ class Scheduler:
         order = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
         first = [g for g in view.guaranteed if (0, g) in self._queues]
         quiet = (
-            not self._dirty
+            self.incremental
+            and not self._dirty
             and not requeue
             and (first, order) == self._last_order
             and now < self._next_timer
@@ -243,6 +252,7 @@ class Scheduler:
         for idx in sorted(previous):
             if walk.reserved.get(idx) != previous[idx]:
                 self._opp_log.append(idx)
+                self._dirty = True  # the next cycle must look: work may fit there now
         self._last_reserved = dict(walk.reserved)
         for job in requeue + walk.evicted:
             job.queued_at = now

@@ -180,6 +180,10 @@ class Walk:
             and (view.still_blocked(job.fail_sig, sig) if preempts else job.fail_sig == sig)
             and self.now - job.fail_time < self.params.preemption_recheck
         )
+        if memo_ok and preempts:
+            # When the memo runs out, a search may find what the signature could not show
+            # (and patience is weighed again): the scheduler must not sleep through that.
+            s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
         if memo_ok and job.fail_pos == log_len and not self.explain_on:
             return False
         skip = self.reserved if lane == 0 else ()
@@ -197,8 +201,14 @@ class Walk:
             job.fail_pos = -1  # this cycle's evictions are spent: look again next cycle
             self._note(job, None)
             return False
-        # Not while the job is still being patient for a victim set already found.
-        if preempts and job.patient_until <= self.now and self._may_find_victims(job):
+        if preempts and job.patient_until > self.now:
+            # Still waiting out its patience for a victim set already found: that is not a
+            # failed search, so no memo (it would outlive the patience); look again then.
+            job.fail_pos = -1
+            s._next_timer = min(s._next_timer, job.patient_until)
+            self._note(job, None)
+            return False
+        if preempts and self._may_find_victims(job):
             only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
             started, over_budget = self._preempt(job, only)
             if started:
@@ -211,6 +221,8 @@ class Walk:
         # a cycle its node is logged as changed, which reopens this memo.
         if not memo_ok:
             job.fail_time = self.now
+        if preempts:
+            s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
         job.fail_pos = log_len
         job.fail_sig = sig
         if self.explain_on:
@@ -272,7 +284,12 @@ class Walk:
         """The lowest class (priority, minimum runtime) among a project's evictable work."""
         worst = self._worst.get(project)
         if worst is None:
-            worst = self._worst[project] = max(self.s._evictable_classes[project])
+            s = self.s
+            if s.incremental:
+                worst = max(s._evictable_classes[project])
+            else:
+                worst = max((-j.w.priority, j.mr) for j in s._evictable[project].values())
+            self._worst[project] = worst
         return worst
 
     def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
@@ -415,7 +432,7 @@ class Walk:
         # failure, even counting every node logged since, and no team has more room, this
         # attempt fails too. A debug-class gang's own-project victims depend on the debug
         # allowance, which moves without a log entry: no memo for it.
-        memo = job.mr > self.params.debug_min_runtime
+        memo = s.incremental and job.mr > self.params.debug_min_runtime
         room = view.reclaimable() if memo else {}
         if memo and job.clear_pos >= 0:
             fresh = log[job.clear_pos :]
@@ -440,8 +457,11 @@ class Walk:
         # (lost, position, node, workloads on it, other teams' charged GPUs on it)
         options: list[tuple[float, int, NodeRec, list[Job], dict[str, int]]] = []
         admissible = 0  # reserved nodes included: the memo must not depend on them
+        skip_hard = s.incremental  # the reference looks at every workload on every node
         for rec in cap.nodes:
-            if rec.hard or rec.state != NodeState.HEALTHY or rec.gpus < job.per_node:
+            if (skip_hard and rec.hard) or rec.state != NodeState.HEALTHY:
+                continue
+            if rec.gpus < job.per_node:
                 continue
             on_node = [s._run[w] for w in rec.running]
             if not all(clearable(v) for v in on_node):
@@ -529,7 +549,7 @@ class Walk:
         changes, so the gangs of several groups and cycles share one sort."""
         if self._by_use is None:
             cached = self.s._by_use
-            if cached is not None and cached[0] == self.cap.version:
+            if cached is not None and cached[0] == self.cap.version and self.s.incremental:
                 self._by_use = cached[1]
                 return self._by_use
             keyed = []
@@ -546,7 +566,7 @@ class Walk:
         """When the last protected workload on ``rec`` becomes preemptible (kept on the node
         until its work changes)."""
         until = rec.busy_until
-        if until is None:
+        if until is None or not self.s.incremental:
             run = self.s._run
             until = max((run[w].protected_until for w in rec.running), default=float("-inf"))
             rec.busy_until = until
