@@ -12,6 +12,11 @@ by documented, seeded rules (``docs/simulation.md``, "A second trace"):
 3. **Bursts of debug jobs.** Every day, one team (drawn by weight) submits ``burst_jobs``
    one-GPU jobs of 5-30 minutes within ten minutes, at a random hour.
 
+``copies`` lays that many variants back to back in time (copy ``k`` uses seed ``seed + k``
+and starts a day after copy ``k - 1``'s last submission): a trace of any length with the
+source's load per hour, for measuring the replay at scale (eleven copies of Philly's variant
+hold just over a million jobs).
+
 The same input and seed give the same trace.
 """
 
@@ -20,7 +25,7 @@ from __future__ import annotations
 import csv
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scheduler.simulator.traces import CANONICAL_COLUMNS, Trace, TraceJob
@@ -80,6 +85,28 @@ def variant(trace: Trace, rules: VariantRules | None = None) -> Trace:
         jobs=jobs,
         format="canonical",
         source=f"variant of {trace.source} (seed {rules.seed})",
+        projects=sorted({j.project for j in jobs}),
+    )
+
+
+def copies(trace: Trace, count: int, rules: VariantRules | None = None) -> Trace:
+    """``count`` variants of ``trace`` back to back in time (see the module docstring)."""
+    if count < 1:
+        raise ValueError(f"copies must be at least 1, not {count}")
+    rules = rules or VariantRules()
+    jobs: list[TraceJob] = []
+    shift = 0.0
+    for k in range(count):
+        made = variant(trace, replace(rules, seed=rules.seed + k))
+        for job in made.jobs:
+            submit = job.submit_time + shift
+            jobs.append(TraceJob(f"v{len(jobs) + 1}", submit, job.duration, job.gpus, job.project))
+        if trace.jobs:
+            shift += trace.last_submit - trace.start + DAY
+    return Trace(
+        jobs=jobs,
+        format="canonical",
+        source=f"{count} variants of {trace.source} (seeds {rules.seed}-{rules.seed + count - 1})",
         projects=sorted({j.project for j in jobs}),
     )
 

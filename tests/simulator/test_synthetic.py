@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.simulator.synthetic import VariantRules, variant, write_canonical
+from scheduler.simulator.synthetic import VariantRules, copies, variant, write_canonical
 from scheduler.simulator.traces import Trace, TraceJob, load_trace, read_trace
 
 DAY = 86400.0
@@ -80,4 +80,32 @@ def test_the_command_names_a_bad_seed_and_writes_nothing(tmp_path):
     out = tmp_path / "v.csv"
     with pytest.raises(CommandError, match="--seed: 'x' is not a whole number"):
         call_command("trace_variant", "--trace", "nowhere.csv", "--seed", "x", "--out", str(out))
+    assert not out.exists()
+
+
+def test_copies_lay_variants_back_to_back_with_their_own_seeds():
+    trace = small_trace()
+    one = variant(trace, VariantRules(burst_jobs=5))
+    three = copies(trace, 3, VariantRules(burst_jobs=5))
+    span = trace.last_submit - trace.start + DAY
+    assert len(three.jobs) == sum(
+        len(variant(trace, VariantRules(seed=2026 + k, burst_jobs=5)).jobs) for k in range(3)
+    )
+    first = [j for j in three.jobs if j.submit_time < trace.start + span]
+    assert [(j.submit_time, j.gpus, j.project) for j in first] == [
+        (j.submit_time, j.gpus, j.project) for j in one.jobs
+    ]
+    third = [j for j in three.jobs if j.submit_time >= trace.start + 2 * span]
+    assert min(j.submit_time for j in third) >= trace.start + 2 * span
+    assert len({j.id for j in three.jobs}) == len(three.jobs)
+    assert [j.submit_time for j in three.jobs] == sorted(j.submit_time for j in three.jobs)
+
+
+def test_the_command_refuses_a_bad_number_of_copies(tmp_path):
+    out = tmp_path / "v.csv"
+    source = tmp_path / "s.csv"
+    write_canonical(small_trace(), source)
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(CommandError, match="--copies"):
+            call_command("trace_variant", trace=str(source), copies=bad, out=str(out))
     assert not out.exists()

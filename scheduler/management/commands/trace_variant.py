@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.simulator.synthetic import VariantRules, variant, write_canonical
+from scheduler.simulator.synthetic import VariantRules, copies, write_canonical
 from scheduler.simulator.traces import FORMATS, TraceError, load_trace
 
 
@@ -24,6 +24,12 @@ class Command(BaseCommand):
         parser.add_argument("--trace", required=True, help="trace CSV file (.csv or .csv.gz)")
         parser.add_argument("--format", default="canonical", help="canonical or philly")
         parser.add_argument("--seed", default="2026", help="random seed (2026)")
+        parser.add_argument(
+            "--copies",
+            default="1",
+            help="variants laid back to back in time, seeds seed, seed+1, ... (1); "
+            "11 copies of Philly make just over a million jobs",
+        )
         parser.add_argument("--out", required=True, help="canonical CSV to write")
 
     def handle(self, *args, **options) -> None:
@@ -34,10 +40,16 @@ class Command(BaseCommand):
         except ValueError:
             raise CommandError(f"--seed: {options['seed']!r} is not a whole number") from None
         try:
+            count = int(options["copies"])
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise CommandError(f"--copies: {options['copies']!r} is not a whole number ≥ 1")
+        try:
             trace = load_trace(options["trace"], options["format"])
         except (OSError, TraceError) as error:
             raise CommandError(f"--trace: {error}") from None
-        made = variant(trace, VariantRules(seed=seed))
+        made = copies(trace, count, VariantRules(seed=seed))
         path = write_canonical(made, options["out"])
         self.stdout.write(
             f"{path}: {len(made.jobs):,} jobs of {len(made.projects)} teams "
