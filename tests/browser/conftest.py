@@ -22,6 +22,12 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """Launch the system Chromium headless, with nothing phoning home."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(
+            f"browser tests need Chromium at {CHROMIUM}: install it with "
+            "`apt-get install -y chromium` (or set CHROMIUM_PATH); .ci/run does this",
+            pytrace=False,
+        )
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
