@@ -150,6 +150,9 @@ class Workload(models.Model):
     state_changed_at = models.DateTimeField(null=True, blank=True)
     engine_reason = models.TextField(blank=True)
     queue_position = models.PositiveIntegerField(null=True, blank=True)
+    # When the engine first saw this pending gang blocked at the head of its project's turn
+    # (it holds nodes once that is long enough); written by each cycle, read by the next.
+    blocked_since = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
 
     class Meta:

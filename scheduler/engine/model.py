@@ -45,6 +45,12 @@ class Workload:
     workloads only (higher first). ``preemptions`` counts the times it was evicted before
     (by preemption, not drain): each one doubles the protection of its next run, up to the
     cap on minimum runtimes (the churn budget, ``records.protection_seconds``).
+
+    A driver that rebuilds the engine (the live loop does, every cycle) passes back what the
+    engine remembered of a pending workload: ``queued_at``, when it last became pending (a
+    requeue; None: its submit time), from which break-even patience counts; and
+    ``blocked_since``, when it first waited blocked at the head of its project's turn, as
+    ``CycleResult.blocked_since`` reported it (a gang holds nodes once that is long enough).
     """
 
     id: str
@@ -56,6 +62,8 @@ class Workload:
     priority: int = 0
     nodes: int = 1
     preemptions: int = 0
+    queued_at: float | None = None
+    blocked_since: float | None = None
 
     @property
     def is_gang(self) -> bool:
@@ -160,7 +168,9 @@ class Preemption:
 class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
-    ``reasons`` and ``order`` are filled only when the cycle ran with ``explain=True``.
+    ``reasons``, ``order`` and ``blocked_since`` are filled only when the cycle ran with
+    ``explain=True``. ``blocked_since`` maps each pending gang that waits blocked at the head
+    of its project's turn to when that wait began (see ``Workload.blocked_since``).
     """
 
     starts: list[Start] = field(default_factory=list)
@@ -168,3 +178,4 @@ class CycleResult:
     drained: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    blocked_since: dict[str, float] = field(default_factory=dict)

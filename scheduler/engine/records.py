@@ -62,8 +62,9 @@ class Job:
         self.placement: dict[str, int] = {}
         self.evictable = False
         self.protected_until = 0.0
-        self.head_since: float | None = None
-        self.queued_at = w.submit_time  # when it last became pending (a requeue resets it)
+        self.head_since: float | None = w.blocked_since
+        # when it last became pending (a requeue resets it)
+        self.queued_at = w.submit_time if w.queued_at is None else w.queued_at
         self.patient_until = 0.0  # no preemption search before this (break-even patience)
         # Evictions suffered so far (the churn budget lengthens its protection).
         self.preempted = w.preemptions

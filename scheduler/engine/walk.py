@@ -649,6 +649,8 @@ class Walk:
                 )  # fmt: skip
                 for position, job in enumerate(jobs):
                     ranked.append(job.id)
+                    if job.head_since is not None:
+                        self.result.blocked_since[job.id] = job.head_since
                     project = phrase.get(job.project)
                     if project is None:
                         project = phrase[job.project] = view.project_phrase(job.project)

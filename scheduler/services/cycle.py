@@ -21,11 +21,11 @@ import logging
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Value
+from django.db.models import Count, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -62,6 +62,9 @@ class _WorkloadRow:
     state: str
     engine_reason: str
     queue_position: int | None
+    state_changed_at: datetime | None
+    blocked_since: datetime | None
+    preemptions: int = 0
 
 
 @dataclass
@@ -99,8 +102,24 @@ def cycle_state_read(cluster: Cluster) -> _State:
         "state",
         "engine_reason",
         "queue_position",
+        "state_changed_at",
+        "blocked_since",
     )
     workloads = {row[0]: _WorkloadRow(*row) for row in rows}
+    # How often each live workload was preempted: its next run is protected longer (the
+    # engine's churn budget), so a rebuilt engine must know it.
+    preempted = (
+        Run.objects.filter(
+            cluster=cluster,
+            end_reason=RunEndReason.PREEMPTED,
+            workload__state__in=(WorkloadState.PENDING, WorkloadState.RUNNING),
+        )
+        .values_list("workload_id")
+        .annotate(n=Count("id"))
+    )
+    for workload_id, count in preempted:
+        if workload_id in workloads:
+            workloads[workload_id].preemptions = count
     open_runs = list(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
             "id", "workload_id", "placement", "started_at", "stop_requested_at"
@@ -115,6 +134,11 @@ def cycle_state_read(cluster: Cluster) -> _State:
 
 
 def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
+    """The engine's view of a workload row, with what the engine remembered of it last cycle
+    (preemptions, when it last became pending, how long it has waited blocked)."""
+    queued_at = None
+    if row.state == WorkloadState.PENDING and row.state_changed_at is not None:
+        queued_at = max(row.state_changed_at, row.submitted_at).timestamp()
     return engine.Workload(
         id=str(row.id),
         project=project_key,
@@ -124,6 +148,9 @@ def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
         resumable=row.resumable,
         priority=row.priority,
         nodes=row.nodes,
+        preemptions=row.preemptions,
+        queued_at=queued_at,
+        blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
     )
 
 
@@ -171,8 +198,9 @@ def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy
     return sched, usage, running
 
 
-def _update_reasons(rows: list[tuple[int, str, str, int | None]]) -> None:
-    """Write (id, expected state, reason, position) to workloads still in that state.
+def _update_reasons(rows: list[tuple[int, str, str, int | None, datetime | None]]) -> None:
+    """Write (id, expected state, reason, position, blocked since) to workloads still in
+    that state.
 
     One statement on PostgreSQL (``UPDATE … FROM unnest(…)``): a cycle rewrites up to every
     pending workload's reason, and Django's ``bulk_update`` (a CASE per row) is quadratic.
@@ -182,23 +210,34 @@ def _update_reasons(rows: list[tuple[int, str, str, int | None]]) -> None:
     if connection.vendor == "postgresql":
         # One JSON parameter: binding thousands of array elements client-side is slower.
         payload = json.dumps(
-            [{"id": i, "state": st, "reason": r, "position": p} for i, st, r, p in rows]
+            [
+                {
+                    "id": i,
+                    "state": st,
+                    "reason": r,
+                    "position": p,
+                    "blocked": None if b is None else b.isoformat(),
+                }
+                for i, st, r, p, b in rows
+            ]
         )
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
                 UPDATE {Workload._meta.db_table} AS w
-                   SET engine_reason = v.reason, queue_position = v.position
+                   SET engine_reason = v.reason, queue_position = v.position,
+                       blocked_since = v.blocked
                   FROM jsonb_to_recordset(%s::jsonb)
-                       AS v(id bigint, state text, reason text, position integer)
+                       AS v(id bigint, state text, reason text, position integer,
+                            blocked timestamptz)
                  WHERE w.id = v.id AND w.state = v.state
                 """,
                 [payload],
             )
         return
-    for workload_id, state, reason, position in rows:
+    for workload_id, state, reason, position, blocked in rows:
         Workload.objects.filter(pk=workload_id, state=state).update(
-            engine_reason=reason, queue_position=position
+            engine_reason=reason, queue_position=position, blocked_since=blocked
         )
 
 
@@ -207,7 +246,7 @@ def _apply(
 ) -> tuple[int, int, int, list[str]]:
     """Write the engine's decisions; returns (starts, preemptions, orders, drained nodes)."""
     orders: list[Order] = []
-    reasons: dict[int, tuple[str, str, int | None]] = {}
+    reasons: dict[int, tuple[str, str, int | None, datetime | None]] = {}
 
     # --- starts -----------------------------------------------------------------------
     wanted = {int(s.workload_id): s for s in result.starts}
@@ -290,7 +329,12 @@ def _apply(
                     created_at=now,
                 )
             )
-        reasons[run.workload_id] = (WorkloadState.RUNNING, wanted[run.workload_id].reason, None)
+        reasons[run.workload_id] = (
+            WorkloadState.RUNNING,
+            wanted[run.workload_id].reason,
+            None,
+            None,
+        )
     RunNode.objects.bulk_create(run_nodes)
     Workload.objects.filter(id__in=startable).update(
         state=WorkloadState.RUNNING,
@@ -329,7 +373,7 @@ def _apply(
                 preempted_by_id=int(p.by) if p.by else None,
             )
         )
-        reasons[workload_id] = (WorkloadState.PREEMPTED, p.reason, None)
+        reasons[workload_id] = (WorkloadState.PREEMPTED, p.reason, None, None)
     # The workload row locks above are the compare-and-set: a run that ended or began
     # stopping since the read moved its workload out of ``running`` first.
     Run.objects.bulk_update(
@@ -370,9 +414,16 @@ def _apply(
             continue
         reason = result.reasons.get(str(row.id), "")
         pos = position.get(row.id)
-        if reason != row.engine_reason or pos != row.queue_position:
-            reasons[row.id] = (WorkloadState.PENDING, reason, pos)
-    _update_reasons([(wid, st, text, pos) for wid, (st, text, pos) in reasons.items()])
+        since = result.blocked_since.get(str(row.id))
+        blocked = None if since is None else datetime.fromtimestamp(since, tz=UTC)
+        changed = (reason, pos, blocked) != (
+            row.engine_reason,
+            row.queue_position,
+            row.blocked_since,
+        )
+        if changed:
+            reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked)
+    _update_reasons([(wid, *values) for wid, values in reasons.items()])
     return len(runs), len(stopping), len(orders), drained
 
 

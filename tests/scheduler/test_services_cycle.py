@@ -8,8 +8,13 @@ import pytest
 
 from scheduler.choices import OrderKind, OrderState, RunEndReason, RunLane, WorkloadState
 from scheduler.models import Order, Run, RunNode, SchedulingCycle
-from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.cycle import (
+    cycle_scheduler_build,
+    cycle_state_read,
+    scheduling_cycle_run,
+)
 from scheduler.services.workloads import workload_cancel, workload_submit
+from tests.scheduler.conftest import build_world
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -134,3 +139,49 @@ def test_budgeted_work_preempts_free_lane_work_and_stop_orders_go_out(world):
 
 def test_cycle_for_unknown_cluster_does_nothing(db):
     assert scheduling_cycle_run(cluster_id=987654) is None
+
+
+def test_a_blocked_gang_holds_nodes_once_it_waited_its_bound_across_cycles(db):
+    """The engine is rebuilt every cycle; how long a gang has waited blocked at the head of
+    its project's turn must survive that, or it never reaches its 30-minute bound."""
+    world = build_world(nodes=4)
+    for _ in range(7):  # protected work for hours on every node; 4 GPUs free on node4
+        submit(world, gpus=4, min_runtime=8 * 3600)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    gang = submit(world, gpus=16, nodes=2, min_runtime=3600, at=T0 + timedelta(minutes=1))
+
+    first = T0 + timedelta(minutes=2)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=first)
+    gang.refresh_from_db()
+    assert gang.state == WorkloadState.PENDING
+    assert gang.blocked_since == first
+    assert "holding" not in gang.engine_reason
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=first + timedelta(minutes=20))
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=first + timedelta(minutes=31))
+    gang.refresh_from_db()
+    assert gang.blocked_since == first  # kept from the first cycle, not restarted
+    # the emptiest node, then the first whose work is preemptible soonest
+    assert "holding node1, node4 until they free" in gang.engine_reason
+
+
+def test_a_workload_preempted_before_is_protected_longer_by_the_rebuilt_engine(world):
+    """The churn budget: each earlier preemption doubles the next run's protection."""
+    workload = submit(world, gpus=4, min_runtime=600)
+    Run.objects.create(
+        workload=workload, attempt=1, project=workload.project, cluster=world.cluster,
+        gpus=4, lane=RunLane.CHARGED, placement={"node1": 4}, started_at=T0,
+        ended_at=T0 + timedelta(minutes=15), end_reason=RunEndReason.PREEMPTED,
+        accounted_until=T0 + timedelta(minutes=15),
+    )  # fmt: skip
+    again = T0 + timedelta(minutes=20)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=again)
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.RUNNING
+
+    later = again + timedelta(minutes=1)
+    sched, _, _ = cycle_scheduler_build(
+        world.cluster, cycle_state_read(world.cluster), later, "fairshare"
+    )
+
+    assert sched.running[str(workload.id)].protected_until == (again.timestamp() + 2 * 600)
