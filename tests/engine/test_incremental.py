@@ -9,25 +9,20 @@ and every cycle's starts (with placements) and preemptions must be identical.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.engine import POLICIES, Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, replay
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.traces import Trace, TraceJob
+from tests.engine.test_spec_properties import SPEC
 
 HOUR = 3600.0
 GPUS_PER_NODE = 8
 TEAMS = ["p0", "p1", "p2", "p3", "px"]  # px never has a budget
 
-SETTINGS = settings(
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+SETTINGS = settings(SPEC, max_examples=300)
 
 
 @st.composite
