@@ -140,3 +140,25 @@ def test_a_slice_of_the_bundled_philly_trace_replays_with_the_philly_budgets(tmp
     assert [m["jobs"] for m in metrics] == [100, 100]
     assert "(first 100 jobs)" in text
     assert "unbudgeted projects:" not in text or "23dbec" in text
+
+
+def test_the_reference_replay_gives_every_figure_the_incremental_one_gives(tmp_path):
+    """``--reference`` recomputes everything each cycle; only the cost may differ."""
+    from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+
+    figures = {}
+    for mode in ("incremental", "reference"):
+        out = tmp_path / mode
+        run(
+            "--trace", str(PHILLY_JOBS), "--format", "philly", "--gpus", "64", "--limit", "3000",
+            "--compare", "quota,fairshare", "--budgets", str(PHILLY_BUDGETS), "--no-timeline",
+            "--out", str(out), *(["--reference"] if mode == "reference" else []),
+        )  # fmt: skip
+        cost = ("wall_seconds", "jobs_per_second")
+        figures[mode] = [
+            {k: v for k, v in m.items() if k not in cost}
+            for m in json.loads((out / "metrics.json").read_text())
+        ]
+
+    assert figures["reference"] == figures["incremental"]
+    assert figures["incremental"][1]["preemptions"] > 0  # the shortcuts had work to do

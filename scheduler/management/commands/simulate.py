@@ -76,6 +76,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--limit", help="replay only the first N jobs by submit time (quick looks)"
         )
+        parser.add_argument(
+            "--reference",
+            action="store_true",
+            help="recompute everything every cycle (the check of the engine's shortcuts: "
+            "the same decisions, about twice as slow)",
+        )
         parser.add_argument("--out", default="var/sim", help="output directory (var/sim)")
         parser.add_argument(
             "--table",
@@ -128,6 +134,7 @@ class Command(BaseCommand):
                 restart_overhead=durations["restart_overhead"],
                 cycle_interval=durations["cycle_interval"],
                 record_runs=not options["no_timeline"],
+                incremental=not options["reference"],
             )
             config.validate()
             trace = load_trace(options["trace"], options["format"])
