@@ -465,6 +465,8 @@ class AccountingCursor(models.Model):
 
     cluster = models.OneToOneField("governance.Cluster", on_delete=models.CASCADE, related_name="+")
     accounted_until = models.DateTimeField()
+    # When accounting began: seconds before it were never measured (health counts from here).
+    accounted_from = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.cluster_id} accounted until {self.accounted_until}"

@@ -10,8 +10,8 @@ no ledger scans. Per UTC day of a period:
   for every budgeted project, so healthy GPU-seconds = Σ entitled ÷ Σ effective shares in
   force (from the allocation history; a day when that sum changed is read hour by hour).
   A day with no entitlement at all (nothing budgeted, or accounting not running) is
-  *unknown*; otherwise the whole day (up to how far accounting got, today) is measured, so
-  hours when accounting stopped count as unavailable.
+  *unknown*; otherwise the whole day (from when accounting began, up to how far it got
+  today) is measured, so hours when accounting stopped count as unavailable.
 - **occupancy** = allocated ÷ healthy GPU-seconds, where allocated = budgeted + burst + free
   (everything that ran). It can pass 100 % while a draining node still runs work: draining
   capacity is no longer counted as healthy.
@@ -279,14 +279,20 @@ def _effective_share_steps(
 
 
 def _pyramid_days(
-    cluster: Cluster, start: datetime, end: datetime, gpus: int, measured_until: datetime
+    cluster: Cluster,
+    start: datetime,
+    end: datetime,
+    gpus: int,
+    measured_until: datetime,
+    measured_from: datetime | None = None,
 ) -> list[HealthDay]:
     """One ``HealthDay`` per UTC day of ``[start, end)``.
 
     Closed days come from the daily cache (``UsageDay``, one grouped query returning a row
     per day); today, days not cached yet and days when the budgeted share changed are read
     from the hourly rollup (``usage_sources`` splits the period; the figures are the same
-    either way). A day with any entitlement is measured over its seconds up to
+    either way). A day with any entitlement is measured over its seconds from
+    ``measured_from`` (when accounting began; None: the period's start) up to
     ``measured_until`` (how far accounting got).
     """
     instants, sums = _effective_share_steps(cluster, start, end)
@@ -359,7 +365,8 @@ def _pyramid_days(
     for at, day in days.items():
         if not day.entitled_seen:
             continue  # nothing budgeted or nothing accounted: health unknown that day
-        seconds = (min(at + DAY, measured_until, end) - max(at, start)).total_seconds()
+        begin = max(at, start, measured_from or start)
+        seconds = (min(at + DAY, measured_until, end) - begin).total_seconds()
         if seconds > 0:
             day.known_hours = math.ceil(seconds / 3600)
             day.capacity_gpu_seconds = Decimal(gpus) * Decimal(int(seconds))
@@ -481,10 +488,11 @@ def cluster_health(
     node_gpus = sum(row["gpus"] or 0 for row in states.values())
     accounted = (
         AccountingCursor.objects.filter(cluster=cluster)
-        .values_list("accounted_until", flat=True)
+        .values_list("accounted_from", "accounted_until")
         .first()
     )
-    measured = min(accounted or now, now)
+    measured_from, accounted_until = accounted or (None, None)
+    measured = min(accounted_until or now, now)
     gpus = node_gpus or cluster.total_gpus
     nodes_by_state = [
         NodeStateCount(
@@ -500,7 +508,9 @@ def cluster_health(
         start=start,
         end=end,
         gpus=gpus,
-        days=_pyramid_days(cluster, start, end, gpus, measured) if start < end else [],
+        days=_pyramid_days(cluster, start, end, gpus, measured, measured_from)
+        if start < end
+        else [],
         nodes_by_state=nodes_by_state,
         drains_in_progress=_drains_in_progress(cluster),
         finished_drains=_finished_drains(cluster, start, end) if start < end else [],

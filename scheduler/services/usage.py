@@ -267,13 +267,19 @@ def run_account(*, run: Run, now: datetime) -> int:
 
 
 def _account_entitlement(
-    *, cluster: Cluster, now: datetime, budget: ClusterBudget, healthy_gpus: int
+    *, cluster: Cluster, now: datetime, budget: ClusterBudget, healthy_gpus: int, since: datetime
 ) -> int:
-    """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it."""
-    cursor, created = AccountingCursor.objects.select_for_update().get_or_create(
-        cluster=cluster, defaults={"accounted_until": now}
+    """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it.
+
+    The first pass starts at ``since``, the earliest second this pass charges to a run: run
+    time and entitlement then cover the same seconds (otherwise the minutes between the first
+    start and the first pass count as used but never owed, and occupancy passes 100 %).
+    """
+    start = min(since, now)
+    cursor, _ = AccountingCursor.objects.select_for_update().get_or_create(
+        cluster=cluster, defaults={"accounted_until": start, "accounted_from": start}
     )
-    if created or cursor.accounted_until >= now:
+    if cursor.accounted_until >= now:
         return 0
     demand = dict(
         Workload.objects.filter(cluster=cluster, state__in=DEMAND_STATES)
@@ -330,10 +336,13 @@ def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
         )
         budget = cluster_budget(cluster=cluster, at=now)
         healthy = _healthy_gpus(cluster.id)
+        since = min((run.accounted_until for run in runs), default=now)
         written = _account_runs(
             cluster=cluster, runs=runs, now=now, budget=budget, healthy_gpus=healthy
         )
-        _account_entitlement(cluster=cluster, now=now, budget=budget, healthy_gpus=healthy)
+        _account_entitlement(
+            cluster=cluster, now=now, budget=budget, healthy_gpus=healthy, since=since
+        )
     return written
 
 

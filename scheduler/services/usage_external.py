@@ -207,8 +207,9 @@ def usage_external_entitlement(
     if start is not None:
         _check_instant(start, "start")
     with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
+        begin = min(start or until, until)
         cursor, _ = AccountingCursor.objects.select_for_update().get_or_create(
-            cluster=cluster, defaults={"accounted_until": min(start or until, until)}
+            cluster=cluster, defaults={"accounted_until": begin, "accounted_from": begin}
         )
         if cursor.accounted_until >= until:
             return 0

@@ -198,3 +198,36 @@ def test_an_exit_stamped_before_the_last_accounting_pass_ends_the_run_there(worl
     run.refresh_from_db()
     assert run.ended_at == T0 + 10 * MIN
     assert ledger_total(world.cluster) == runs_total(world.cluster) == 8 * 600
+
+
+def test_the_first_minutes_are_owed_as_they_are_used_and_health_measures_only_them(world):
+    """A fresh cluster: work starts before the first accounting pass. Entitlement must cover
+    those seconds too (or they count as used but never owed: occupancy over 100 %), and the
+    health page must measure from when accounting began (not from midnight: availability
+    0.2 % with every node healthy)."""
+    from governance.choices import Role
+    from governance.models import RoleAssignment
+    from governance.selectors.health import cluster_health
+    from governance.selectors.visibility import user_visibility
+
+    day = T0.replace(hour=0)
+    start(world, "budgeted", gpus=16, nodes=2)  # the whole cluster, from T0
+    usage_account(cluster=world.cluster, now=T0 + 70 * timedelta(seconds=1))
+    usage_account(cluster=world.cluster, now=T0 + 2 * MIN)
+
+    entitled = EntitlementRecord.objects.filter(cluster=world.cluster).order_by("interval_start")
+    assert entitled.first().interval_start == T0
+    RoleAssignment.objects.create(
+        user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
+    )
+    health = cluster_health(
+        visibility=user_visibility(user=world.user),
+        cluster=world.cluster,
+        start=day,
+        end=day + timedelta(days=1),
+        now=T0 + 2 * MIN,
+    )
+    (today,) = [d for d in health.days if d.day == day]
+    assert today.availability == 1  # 16 GPUs healthy for the 120 s measured
+    assert today.occupancy == 1  # all 16 ran for those 120 s
+    assert today.capacity_gpu_seconds == Decimal(16 * 120)

@@ -219,7 +219,7 @@ class Command(BaseCommand):
         # The history is accounted up to its end; roll its days into the daily cache.
         for cluster in Cluster.objects.filter(organization__slug=slug):
             AccountingCursor.objects.update_or_create(
-                cluster=cluster, defaults={"accounted_until": end}
+                cluster=cluster, defaults={"accounted_until": end, "accounted_from": start}
             )
             days = usage_days_refresh(cluster=cluster)
             self.stdout.write(
