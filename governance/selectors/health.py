@@ -311,6 +311,23 @@ def _pyramid_days(
     def effective_at(t: datetime) -> Decimal:
         return sums[max(bisect_right(instants, t) - 1, 0)]
 
+    def effective_over(hour: datetime) -> Decimal:
+        """The budgeted total averaged over the seconds of ``hour`` that were accounted:
+        entitlement was written at the shares in force each second, so a share changed
+        mid-hour must weigh each part by its seconds (not take the total at the hour's
+        start, which made availability pass 100 %)."""
+        a = max(hour, measured_from or hour)
+        b = min(hour + HOUR, measured_until)
+        if b <= a:
+            return effective_at(hour)
+        i = max(bisect_right(instants, a) - 1, 0)
+        t, weighted = a, ZERO
+        while t < b:
+            step_end = min(instants[i + 1], b) if i + 1 < len(instants) else b
+            weighted += sums[i] * Decimal(str((step_end - t).total_seconds()))
+            t, i = step_end, i + 1
+        return weighted / Decimal(str((b - a).total_seconds()))
+
     def add_healthy(day: HealthDay, entitled: Decimal, effective: Decimal) -> None:
         if entitled > 0 and effective > 0:
             day.healthy_gpu_seconds += entitled * HUNDRED / effective
@@ -361,7 +378,7 @@ def _pyramid_days(
             hour = hour.astimezone(UTC)
             day = days.get(hour.replace(hour=0))
             if day is not None:
-                add_healthy(day, entitled or ZERO, effective_at(hour))
+                add_healthy(day, entitled or ZERO, effective_over(hour))
     for at, day in days.items():
         if not day.entitled_seen:
             continue  # nothing budgeted or nothing accounted: health unknown that day
@@ -369,7 +386,7 @@ def _pyramid_days(
         seconds = (min(at + DAY, measured_until, end) - begin).total_seconds()
         if seconds > 0:
             day.known_hours = math.ceil(seconds / 3600)
-            day.capacity_gpu_seconds = Decimal(gpus) * Decimal(int(seconds))
+            day.capacity_gpu_seconds = Decimal(gpus) * Decimal(str(seconds))
             day.allocated_known_gpu_seconds = day.allocated_gpu_seconds
     return list(days.values())
 

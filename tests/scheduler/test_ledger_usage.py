@@ -231,3 +231,40 @@ def test_the_first_minutes_are_owed_as_they_are_used_and_health_measures_only_th
     assert today.availability == 1  # 16 GPUs healthy for the 120 s measured
     assert today.occupancy == 1  # all 16 ran for those 120 s
     assert today.capacity_gpu_seconds == Decimal(16 * 120)
+
+
+def test_a_share_changed_earlier_in_the_hour_does_not_bend_availability(world):
+    """The budgeted total drops from 100 % to 60 % at 10:05; accounting begins at 10:10.
+    Healthy GPU-seconds are entitlement ÷ the budgeted total *of the accounted seconds*
+    (60 %), not of the hour's start (100 %), or availability reads 60 % with every node up."""
+    from governance.choices import Role
+    from governance.models import Allocation, RoleAssignment
+    from governance.selectors.health import cluster_health
+    from governance.selectors.visibility import user_visibility
+
+    change, begin = T0 + 5 * MIN, T0 + 10 * MIN
+    old = Allocation.objects.get(cluster=world.cluster, project=world.projects["budgeted"])
+    old.valid_to = change
+    old.save(update_fields=["valid_to"])
+    Allocation.objects.create(
+        cluster=world.cluster, project=world.projects["budgeted"], percent=Decimal(60),
+        valid_from=change, set_by=world.user, reason="test",
+    )  # fmt: skip
+    start(world, "budgeted", gpus=8, at=begin)
+    usage_account(cluster=world.cluster, now=begin + 20 * MIN)
+
+    RoleAssignment.objects.create(
+        user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
+    )
+    day = T0.replace(hour=0)
+    health = cluster_health(
+        visibility=user_visibility(user=world.user),
+        cluster=world.cluster,
+        start=day,
+        end=day + timedelta(days=1),
+        now=begin + 20 * MIN,
+    )
+    (today,) = [d for d in health.days if d.day == day]
+    assert today.capacity_gpu_seconds == Decimal(16 * 20 * 60)
+    assert abs(today.availability - 1) < Decimal("1e-9")
+    assert abs(today.occupancy - Decimal("0.5")) < Decimal("1e-9")  # 8 of 16 GPUs ran
