@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -56,11 +56,14 @@ def _positive_int(value: str, field: str, what: str) -> int:
     return number
 
 
-def report_query_parse(*, params, visibility, now: datetime | None = None) -> ReportQuery:
+def report_query_parse(
+    *, params, visibility, now: datetime | None = None, default_month: str = "previous"
+) -> ReportQuery:
     """Turn query parameters into a ``ReportQuery`` or raise ``ValidationError`` naming the field.
 
     Period: ``start`` and ``end`` (YYYY-MM-DD, both included) or ``month`` (YYYY-MM); with
-    neither, the last complete month. ``period=month`` or ``period=range`` says which of the
+    neither, ``default_month``: the last complete month (``previous``: what the API and the
+    monthly mail report) or the month so far (``current``: what the page opens on). ``period=month`` or ``period=range`` says which of the
     page's pickers to use when both are filled. ``level``: organization, program or project
     (default project). ``cluster``: id of a cluster the user sees (anything else is refused
     on ``cluster``, hidden or missing alike). ``program``: an id; the caller resolves it
@@ -78,7 +81,12 @@ def report_query_parse(*, params, visibility, now: datetime | None = None) -> Re
         report_validate_period(start=start, end=end)
         period = "range"
     else:
-        month = _month(month_text) if month_text else previous_month(now or timezone.now())
+        if month_text:
+            month = _month(month_text)
+        elif default_month == "current":
+            month = (now or timezone.now()).astimezone(UTC).date().replace(day=1)
+        else:
+            month = previous_month(now or timezone.now())
         start, end = report_period_of_month(month)
         period = "month"
     level = (params.get("level") or "project").strip()

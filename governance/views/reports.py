@@ -62,7 +62,9 @@ def _report(request: HttpRequest):
     if not vis.can_view_reports:
         raise PermissionDenied("Usage reports are for finance and org admins.")
     try:
-        query = report_query_parse(params=request.GET, visibility=vis)
+        # The page (and its downloads) open on the month so far: last month is often empty
+        # on a new installation, and this month is what people check during it.
+        query = report_query_parse(params=request.GET, visibility=vis, default_month="current")
     except ValidationError as exc:
         return None, None, exc.message_dict
     program = None

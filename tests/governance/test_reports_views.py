@@ -95,3 +95,20 @@ def test_empty_period_is_explained(october):
     response = client_for(october.finance).get(PAGE, {"month": "2025-01"})
     assert response.status_code == 200
     assert "No GPU time used in this period" in response.content.decode()
+
+
+def test_the_page_opens_on_the_month_so_far_and_the_api_on_the_last_complete_one(october):
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from governance.services.reports import previous_month
+
+    now = timezone.now()
+    page = client_for(october.finance).get(PAGE)
+    assert page.status_code == 200
+    assert page.context["query"].month == f"{now:%Y-%m}"
+    assert f"GPU usage {now:%Y-%m}" in page.content.decode()
+    api = APIClient()
+    api.force_login(october.finance)
+    body = api.get("/api/reports/usage/").json()
+    assert body["title"] == f"GPU usage {previous_month(now):%Y-%m}"
