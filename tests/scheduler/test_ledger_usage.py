@@ -200,34 +200,40 @@ def test_an_exit_stamped_before_the_last_accounting_pass_ends_the_run_there(worl
     assert ledger_total(world.cluster) == runs_total(world.cluster) == 8 * 600
 
 
-def test_the_first_minutes_are_owed_as_they_are_used_and_health_measures_only_them(world):
-    """A fresh cluster: work starts before the first accounting pass. Entitlement must cover
-    those seconds too (or they count as used but never owed: occupancy over 100 %), and the
-    health page must measure from when accounting began (not from midnight: availability
-    0.2 % with every node healthy)."""
+def health_of_the_day(world, now):
+    """The cluster health of ``now``'s UTC day, as an org admin of the world sees it."""
     from governance.choices import Role
     from governance.models import RoleAssignment
     from governance.selectors.health import cluster_health
     from governance.selectors.visibility import user_visibility
 
-    day = T0.replace(hour=0)
+    RoleAssignment.objects.get_or_create(
+        user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
+    )
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    health = cluster_health(
+        visibility=user_visibility(user=world.user),
+        cluster=world.cluster,
+        start=day,
+        end=day + timedelta(days=1),
+        now=now,
+    )
+    (today,) = [d for d in health.days if d.day == day]
+    return today
+
+
+def test_the_first_minutes_are_owed_as_they_are_used_and_health_measures_only_them(world):
+    """A fresh cluster: work starts before the first accounting pass. Entitlement must cover
+    those seconds too (or they count as used but never owed: occupancy over 100 %), and the
+    health page must measure from when accounting began (not from midnight: availability
+    0.2 % with every node healthy)."""
     start(world, "budgeted", gpus=16, nodes=2)  # the whole cluster, from T0
     usage_account(cluster=world.cluster, now=T0 + 70 * timedelta(seconds=1))
     usage_account(cluster=world.cluster, now=T0 + 2 * MIN)
 
     entitled = EntitlementRecord.objects.filter(cluster=world.cluster).order_by("interval_start")
     assert entitled.first().interval_start == T0
-    RoleAssignment.objects.create(
-        user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
-    )
-    health = cluster_health(
-        visibility=user_visibility(user=world.user),
-        cluster=world.cluster,
-        start=day,
-        end=day + timedelta(days=1),
-        now=T0 + 2 * MIN,
-    )
-    (today,) = [d for d in health.days if d.day == day]
+    today = health_of_the_day(world, T0 + 2 * MIN)
     assert today.availability == 1  # 16 GPUs healthy for the 120 s measured
     assert today.occupancy == 1  # all 16 ran for those 120 s
     assert today.capacity_gpu_seconds == Decimal(16 * 120)
@@ -237,10 +243,7 @@ def test_a_share_changed_earlier_in_the_hour_does_not_bend_availability(world):
     """The budgeted total drops from 100 % to 60 % at 10:05; accounting begins at 10:10.
     Healthy GPU-seconds are entitlement ÷ the budgeted total *of the accounted seconds*
     (60 %), not of the hour's start (100 %), or availability reads 60 % with every node up."""
-    from governance.choices import Role
-    from governance.models import Allocation, RoleAssignment
-    from governance.selectors.health import cluster_health
-    from governance.selectors.visibility import user_visibility
+    from governance.models import Allocation
 
     change, begin = T0 + 5 * MIN, T0 + 10 * MIN
     old = Allocation.objects.get(cluster=world.cluster, project=world.projects["budgeted"])
@@ -253,18 +256,7 @@ def test_a_share_changed_earlier_in_the_hour_does_not_bend_availability(world):
     start(world, "budgeted", gpus=8, at=begin)
     usage_account(cluster=world.cluster, now=begin + 20 * MIN)
 
-    RoleAssignment.objects.create(
-        user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
-    )
-    day = T0.replace(hour=0)
-    health = cluster_health(
-        visibility=user_visibility(user=world.user),
-        cluster=world.cluster,
-        start=day,
-        end=day + timedelta(days=1),
-        now=begin + 20 * MIN,
-    )
-    (today,) = [d for d in health.days if d.day == day]
+    today = health_of_the_day(world, begin + 20 * MIN)
     assert today.capacity_gpu_seconds == Decimal(16 * 20 * 60)
     assert abs(today.availability - 1) < Decimal("1e-9")
     assert abs(today.occupancy - Decimal("0.5")) < Decimal("1e-9")  # 8 of 16 GPUs ran
