@@ -236,10 +236,9 @@ class _FairShareView(PolicyView):
     def group_may_reclaim(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0) and bool(self.borrowers_set)
 
-    def shortfall(self, project: str, delta: int = 0) -> int:
-        """GPUs ``project`` would stand below its entitlement with ``delta`` more charged
-        GPUs (0 at or above it, and always 0 for a project with no budget)."""
-        return max(0, self.entitled.get(project, 0) - self.alloc.get(project, 0) - delta)
+    def _room(self, project: str) -> int:
+        """GPUs ``project`` runs above its entitlement: what a reclaim may take from it."""
+        return max(0, self.alloc.get(project, 0) - self.entitled.get(project, 0))
 
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
         # The victim's team must still hold at least its entitlement after the eviction:
@@ -252,9 +251,8 @@ class _FairShareView(PolicyView):
         # since no reclaim takes any team below its entitlement.
         if project == job.project:
             return False
-        return self.shortfall(project, -victim_gpus) == 0 and self.alloc.get(
-            project, 0
-        ) > self.entitled.get(project, 0)
+        room = self._room(project)
+        return room > 0 and victim_gpus <= room
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         # Only a strictly better class (higher priority, or same priority and a shorter
@@ -288,12 +286,7 @@ class _FairShareView(PolicyView):
         )
 
     def reclaimable(self) -> dict[str, int]:
-        entitled = self.entitled
-        return {
-            p: gpus - entitled.get(p, 0)
-            for p, gpus in self.alloc.items()
-            if gpus > entitled.get(p, 0)
-        }
+        return {p: room for p in self.alloc if (room := self._room(p)) > 0}
 
     def why(self, job: Job, victim: Job) -> str:
         if not victim.charged:
