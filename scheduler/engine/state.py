@@ -107,8 +107,16 @@ class Scheduler:
         if workload.id in self._pending or workload.id in self._run:
             raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
         job = self._make_job(workload)
+        known = job.project in self._work_per_project
+        was_dirty = self._dirty
         self._enqueue(job)
         self._touch_project(job.project, +1)
+        if known and self.incremental and not was_dirty:
+            # Behind the head of its shape in a project that already had work, a new
+            # workload changes nothing a walk looks at: the walk sees only shape heads.
+            heap = self._queues[(job.lane, job.group)][job.shape]
+            if self._head(heap) is not job:
+                self._dirty = False
 
     def add_running(self, workload: Workload, placement: dict[str, int], start_time: float) -> None:
         """Record a workload that is already running (the live loop rebuilding its state)."""
