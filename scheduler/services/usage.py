@@ -2,12 +2,15 @@
 
 Charging rule (docs/live-loop.md, "Charging"):
 - a run of a free-lane workload (minimum runtime 0) is charged ``free``;
-- otherwise, in each hour, a project's first *cap* GPU-seconds are ``budgeted`` and the rest
-  ``burst``, where cap = its effective share x the cluster's healthy GPUs x 3600 as of the
-  moment the interval is accounted. Intervals are charged in time order (then run id), so
-  within an hour earlier usage is budgeted first; an interval that crosses the cap is split
-  into a budgeted and a burst ledger row at the exact microsecond. A project with no share
-  has cap 0: all its charged usage is burst (unbudgeted).
+- otherwise a GPU-second is ``budgeted`` while the project's charges in its hour stay within
+  the entitlement accrued in that hour up to the end of the interval (effective share x the
+  cluster's healthy GPUs x the seconds so far, the same seconds the ``entitled`` figure
+  counts), and ``burst`` beyond it: an hour's entitlement is not spent before it accrues, so
+  burst is what ran above the entitlement of the same seconds, in a partial hour too.
+  Intervals are charged in time order (then run id), so within an hour earlier usage is
+  budgeted first; an interval that crosses the cap is split into a budgeted and a burst
+  ledger row at the exact microsecond. A project with no share has cap 0: all its charged
+  usage is burst (unbudgeted).
 The ledger rows keep the class they were charged with; ``usage_rebuild`` only re-sums them.
 
 Every interval lies inside one UTC hour, so the hourly rollup (``UsageHour``) is a plain sum
@@ -107,9 +110,11 @@ class UsageHourRollup:
         row = self.rows[(project_id, hour)]
         setattr(row, field, Decimal(getattr(row, field)) + amount)
 
-    def charged(self, project_id: int, hour: datetime) -> Decimal:
-        row = self.rows[(project_id, hour)]
-        return Decimal(row.budgeted_gpu_seconds) + Decimal(row.burst_gpu_seconds)
+    def budgeted(self, project_id: int, hour: datetime) -> Decimal:
+        return Decimal(self.rows[(project_id, hour)].budgeted_gpu_seconds)
+
+    def entitled(self, project_id: int, hour: datetime) -> Decimal:
+        return Decimal(self.rows[(project_id, hour)].entitled_gpu_seconds)
 
     def save(self) -> None:
         created = [self.rows[k] for k in self.new]
@@ -129,18 +134,28 @@ def charge_split(
     free: bool,
     share: Decimal,
     healthy_gpus: int,
+    entitled_until: datetime,
 ) -> list[tuple[datetime, datetime, str]]:
     """The charging rule for ``[start, end)`` inside ``hour``: ``(start, end, charge)`` parts.
 
-    Free-lane time is ``free``; otherwise ``budgeted`` up to the project's hourly cap (its
-    effective share of the healthy GPUs), ``burst`` above it. The cap's room is read from
-    ``rollup``, so the caller must add each part to it (as its ``record`` does) before asking
-    for the next piece. Used by the live loop's accounting and by usage imported from another
-    scheduler alike: one rule.
+    Free-lane time is ``free``; otherwise ``budgeted`` up to the entitlement the project has
+    accrued in ``hour`` by ``end`` and ``burst`` above it. Accrued = the hour's entitlement
+    already in ``rollup`` (accounted up to ``entitled_until``) plus the effective share of
+    the healthy GPUs from then to ``end``: what the entitlement pass will add for the same
+    seconds. Burst charged earlier in the hour does not use up entitlement accrued later, so
+    a project steadily above its entitlement is budgeted exactly its entitlement at every
+    pass. The cap's room is read from ``rollup``, so the caller must add each part to it
+    (as its ``record`` does) before asking for the next piece. Used by the live loop's
+    accounting and by usage imported from another scheduler alike: one rule.
     """
     if free:
         return [(start, end, Charge.FREE)]
-    room = rate_seconds(share, healthy_gpus, hour, hour + HOUR) - rollup.charged(project_id, hour)
+    accrued = rollup.entitled(project_id, hour)
+    accrue_from = max(hour, entitled_until)
+    if end > accrue_from:
+        accrued += rate_seconds(share, healthy_gpus, accrue_from, end)
+    # Burst already charged in this hour does not use up entitlement accrued since.
+    room = accrued - rollup.budgeted(project_id, hour)
     if gpu_seconds(gpus, start, end) <= room:
         return [(start, end, Charge.BUDGETED)]
     # Split at the last microsecond that still fits under the cap.
@@ -205,6 +220,11 @@ def _account_runs(
             pieces.append((start, run.id, run, hour, end))
     pieces.sort(key=lambda p: (p[0], p[1]))
     rollup = UsageHourRollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
+    # Entitlement is accounted up to the cursor; before the first pass there is none, and
+    # the first pass starts it at the first second charged here (``_account_entitlement``).
+    entitled_until = AccountingCursor.objects.filter(cluster=cluster).values_list(
+        "accounted_until", flat=True
+    ).first() or (pieces[0][0] if pieces else now)
     records: list[UsageRecord] = []
 
     def record(run: Run, hour: datetime, start: datetime, end: datetime, charge: str) -> None:
@@ -234,6 +254,7 @@ def _account_runs(
             free=run.lane == RunLane.FREE,
             share=budget.effective.get(run.project_id, ZERO),
             healthy_gpus=healthy_gpus,
+            entitled_until=entitled_until,
         ):
             record(run, hour, piece_start, piece_end, charge)
 

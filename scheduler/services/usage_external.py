@@ -7,7 +7,7 @@ runs, so every rollup, dashboard and report shows them:
 - ``usage_external_record`` appends GPU-seconds of one external job (or pod, or step) to
   ``UsageRecord`` (``run`` empty; ``source`` + ``external_id`` name it) and to the hourly
   rollup, with the live loop's charging rule (free lane → ``free``; else ``budgeted`` up to
-  the project's hourly cap, ``burst`` above it). It is idempotent by
+  the entitlement the project accrued in the hour, ``burst`` above it). It is idempotent by
   ``(cluster, source, external_id)``: the ledger remembers how far the job was charged, so a
   re-import writes nothing and a job first seen running (charged up to then) and later seen
   finished gets only the remainder. The ledger stays append-only.
@@ -147,6 +147,11 @@ def usage_external_record(
         rollup = UsageHourRollup.load(cluster.id, {(project.id, hour) for hour, _, _ in pieces})
         share = cluster_budget(cluster=cluster, at=now).effective.get(project.id, ZERO)
         healthy = external_healthy_gpus(cluster=cluster)
+        # Entitlement accrues from the top of each hour until the cursor says how far it
+        # was accounted (imported history may come before any entitlement pass).
+        entitled_until = AccountingCursor.objects.filter(cluster=cluster).values_list(
+            "accounted_until", flat=True
+        ).first() or pieces[0][0].replace(minute=0, second=0, microsecond=0)
         records: list[UsageRecord] = []
 
         def record(hour: datetime, piece_start: datetime, piece_end: datetime, charge: str):
@@ -178,6 +183,7 @@ def usage_external_record(
                 free=free,
                 share=share,
                 healthy_gpus=healthy,
+                entitled_until=entitled_until,
             ):
                 record(hour, part_start, part_end, charge)
         UsageRecord.objects.bulk_create(records)

@@ -101,12 +101,42 @@ def test_burst_cap_is_per_hour_and_shared_by_a_projects_runs(db):
 
     hour_10 = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
     hour_11 = UsageHour.objects.get(project=world.projects["quarter"], hour=T0 + 60 * MIN)
-    # Each hour: 14,400 budgeted; 8 GPUs x 3600 - 14,400 = 14,400 burst in hour 10;
-    # hour 11 (30 min): 8 x 1800 = 14,400, all inside the cap.
+    # 4 GPUs x 3600 = 14,400 budgeted in hour 10 and 8 x 3600 - 14,400 = 14,400 burst.
+    # Hour 11 has run 30 minutes: 4 x 1800 = 7,200 of entitlement accrued, so of the
+    # 8 x 1800 = 14,400 charged, 7,200 is burst (not all budgeted against the whole
+    # hour's entitlement, which has not accrued yet).
     assert (hour_10.budgeted_gpu_seconds, hour_10.burst_gpu_seconds) == (14400, 14400)
-    assert (hour_11.budgeted_gpu_seconds, hour_11.burst_gpu_seconds) == (14400, 0)
+    assert (hour_11.budgeted_gpu_seconds, hour_11.burst_gpu_seconds) == (7200, 7200)
+    assert hour_11.entitled_gpu_seconds == 7200
     assert ledger_total(world.cluster) == runs_total(world.cluster, now=T0 + 90 * MIN)
     assert {r.run_id for r in UsageRecord.objects.all()} == {first.id, second.id}
+
+
+def test_burst_in_a_partial_hour_is_measured_against_the_entitlement_of_the_same_seconds(db):
+    # The first minutes of a fresh installation: 14 minutes into the hour, a project entitled
+    # to 4 GPUs runs 8. Entitled 4 x 840 = 3,360 GPU-s; charged 8 x 840 = 6,720; burst is the
+    # 3,360 above the entitlement of those minutes, not 0 against the whole hour's 14,400.
+    world = build_world(shares={"quarter": "25"})
+    start(world, "quarter", gpus=8)
+
+    usage_account(cluster=world.cluster, now=T0 + 14 * MIN)
+
+    hour = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
+    assert hour.entitled_gpu_seconds == 3360
+    assert (hour.budgeted_gpu_seconds, hour.burst_gpu_seconds) == (3360, 3360)
+
+
+def test_each_pass_budgets_only_the_entitlement_accrued_by_then(db):
+    # Passes every 10 minutes over an hour: after each, budgeted never exceeds entitled, and
+    # a project running at twice its entitlement is half burst at every pass.
+    world = build_world(shares={"quarter": "25"})
+    start(world, "quarter", gpus=8)
+    for minutes in range(10, 70, 10):
+        usage_account(cluster=world.cluster, now=T0 + minutes * MIN)
+        hour = UsageHour.objects.get(project=world.projects["quarter"], hour=T0)
+        assert hour.entitled_gpu_seconds == 4 * 60 * minutes
+        assert hour.budgeted_gpu_seconds == hour.entitled_gpu_seconds
+        assert hour.burst_gpu_seconds == 8 * 60 * minutes - hour.entitled_gpu_seconds
 
 
 def test_unbudgeted_usage_is_burst_and_free_lane_is_free(world):

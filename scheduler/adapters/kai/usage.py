@@ -12,8 +12,8 @@ queue names ``kai_queues`` generates (``queues.queue_names``); parent queues are
 value includes their children's); any other queue (KAI's ``default-queue``, queues of other
 tools) is reported and not charged. Each (queue, hour) is one external job of the ledger —
 ``source="kai"``, ``external_id="<queue>@<hour>"`` — charged through
-``scheduler.services.usage_external.usage_external_record`` (budgeted up to the project's
-hourly cap, burst above it), so a re-import of the same hours writes nothing.
+``scheduler.services.usage_external.usage_external_record`` (budgeted up to the entitlement the
+project accrued in the hour, burst above it), so a re-import of the same hours writes nothing.
 
 Owed needs demand (GPUs asked for, pending and running), which KAI does not export per queue.
 With ``demand_query`` — a PromQL expression giving GPUs requested per ``queue_name`` (e.g.
