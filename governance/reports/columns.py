@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from governance.selectors.reports import ReportRow, UsageReport
 
-HOURS = Decimal("0.000001")
+MILLIONTH = Decimal("0.000001")
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,13 @@ class Column:
 
 
 def _hours(seconds: Decimal) -> Decimal:
-    return (seconds / Decimal(3600)).quantize(HOURS)
+    return (seconds / Decimal(3600)).quantize(MILLIONTH)
+
+
+def _seconds(seconds: Decimal) -> Decimal:
+    # The ledger keeps GPU-seconds to the microsecond; a database's SUM may carry a longer
+    # scale (SQLite gives 2196.94497600000), which a finance sheet would show as noise.
+    return Decimal(seconds).quantize(MILLIONTH)
 
 
 def report_columns(report: UsageReport) -> list[Column]:
@@ -48,10 +54,10 @@ def report_columns(report: UsageReport) -> list[Column]:
         Column("Free GPU-hours", lambda r: _hours(r.free_gpu_seconds), "hours"),
         Column("Total GPU-hours", lambda r: _hours(r.total_gpu_seconds), "hours"),
         Column(f"Cost ({report.currency or 'no rate'})", lambda r: r.cost, "money"),
-        Column("Budgeted GPU-seconds", lambda r: r.budgeted_gpu_seconds, "seconds"),
-        Column("Burst GPU-seconds", lambda r: r.burst_gpu_seconds, "seconds"),
-        Column("Free GPU-seconds", lambda r: r.free_gpu_seconds, "seconds"),
-        Column("Total GPU-seconds", lambda r: r.total_gpu_seconds, "seconds"),
+        Column("Budgeted GPU-seconds", lambda r: _seconds(r.budgeted_gpu_seconds), "seconds"),
+        Column("Burst GPU-seconds", lambda r: _seconds(r.burst_gpu_seconds), "seconds"),
+        Column("Free GPU-seconds", lambda r: _seconds(r.free_gpu_seconds), "seconds"),
+        Column("Total GPU-seconds", lambda r: _seconds(r.total_gpu_seconds), "seconds"),
     ]
     return columns
 

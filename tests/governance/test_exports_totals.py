@@ -115,3 +115,16 @@ def test_empty_period_exports_a_zero_totals_row(october):
     assert rows == []
     assert exact(totals["Total GPU-seconds"]) == 0
     assert OCTOBER[0] == date(2026, 10, 1)
+
+
+def test_csv_numbers_have_at_most_six_decimals(october):
+    # The ledger keeps GPU-seconds to the microsecond, but a database may sum to a longer
+    # scale: SQLite (``make run``) gave 2196.94497600000 and the CSV printed it as such.
+    report = report_for(october.finance)
+    report.rows[0].budgeted_gpu_seconds = D("2196.94497600000")
+    rows, totals = parse_csv(report_csv(report=report))
+    assert rows[0]["Budgeted GPU-seconds"] == "2196.944976"
+    for row in [*rows, totals]:
+        for name in SECONDS:
+            whole, _, fraction = row[name].partition(".")
+            assert whole.isdigit() and len(fraction) <= 6, (name, row[name])
