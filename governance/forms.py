@@ -108,11 +108,22 @@ class SplitForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         error_messages={"required": "Say why the shares change; it is kept in the history."},
     )
+    # The day whose shares the editor showed (empty: today). Saving for another day first
+    # shows that day's shares: what is saved is always what the editor showed for its start.
+    shown_for = forms.DateField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, rows: list[SplitRow], others: Decimal = Decimal("0"), **kwargs):
+    def __init__(
+        self,
+        *args,
+        rows: list[SplitRow],
+        others: Decimal = Decimal("0"),
+        day: date | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.rows = rows
         self.others = others
+        self.day = day
         for row in rows:
             if not row.editable:
                 continue
@@ -166,8 +177,17 @@ class SplitForm(forms.Form):
                 f"The shares sum to {total:.2f} %; at most 100 % can be handed out. "
                 f"Lower some shares by {total - 100:.2f} points."
             )
-        if not self.changed_percents():
-            raise ValidationError("No share was changed: edit at least one percent, then save.")
+        if cleaned.get("shown_for") != self.day:
+            shown = f"{self.day:%Y-%m-%d}" if self.day else "today"
+            raise ValidationError(
+                f"The current shares are now those in force on {shown}, the day the change "
+                "starts: check the new shares against them, then save again."
+            )
+        if not self.changed_percents() and not valid_to:
+            raise ValidationError(
+                "No share was changed: edit at least one percent (or set valid to, to hold "
+                "the shown shares for a while), then save."
+            )
         return cleaned
 
     def changed_percents(self) -> dict[Program | Project, Decimal]:
@@ -180,6 +200,20 @@ class SplitForm(forms.Form):
             if value is not None and value != row.current:
                 changed[row.node] = value
         return changed
+
+    def percents_to_save(self) -> dict[Program | Project, Decimal]:
+        """What a save writes: the changed children; for a temporary change (valid to set),
+        every child shown that holds a share during it, changed or not, so the split is
+        exactly what the editor showed until valid to (and extending a temporary share with
+        the same values works)."""
+        if not self.cleaned_data.get("valid_to"):
+            return self.changed_percents()
+        held = {}
+        for row in self.rows:
+            value = self.cleaned_data.get(row.field_name) if row.editable else None
+            if value is not None and (value or row.current):
+                held[row.node] = value
+        return held
 
     def window(self) -> tuple[datetime | None, datetime | None]:
         """(valid_from, valid_to) as instants; ``None`` start means now."""

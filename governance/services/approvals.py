@@ -28,6 +28,7 @@ from governance.models import (
     Program,
     Project,
 )
+from governance.selectors.splits import request_rows
 from governance.selectors.tree import share_at
 from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_record, audit_share_change
@@ -35,7 +36,6 @@ from governance.services.shares import (
     PAST_GRACE,
     check_siblings_fit,
     lock_parent,
-    request_rows,
     validate_change,
 )
 

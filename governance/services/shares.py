@@ -10,12 +10,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.utils import timezone
 
-from governance.choices import ApprovalState
-from governance.models import Allocation, ApprovalRequest, Cluster, Organization, Program, Project
-from governance.selectors.tree import HUNDRED, ZERO, ShareRow, node_key, pick_shares
+from governance.models import Cluster, Organization, Program, Project
+from governance.selectors.splits import parent_organization_id, sibling_rows, sibling_sums
+from governance.selectors.tree import HUNDRED, ZERO, ShareRow
 
 TWO_PLACES = Decimal("0.01")
 # A form rendered with "now" is submitted a little later; a start that recent is taken as now
@@ -38,10 +37,6 @@ def parse_percent(value, *, label: str) -> Decimal:
     if percent != percent.quantize(TWO_PLACES):
         raise ValidationError({"percent": [f"{label}: use at most two decimal places."]})
     return percent.quantize(TWO_PLACES)
-
-
-def parent_organization_id(parent: Organization | Program) -> int:
-    return parent.pk if isinstance(parent, Organization) else parent.organization_id
 
 
 def is_child(node, parent: Organization | Program) -> bool:
@@ -117,50 +112,6 @@ def lock_parent(parent: Organization | Program) -> None:
     model.objects.select_for_update().only("id").get(pk=parent.pk)
 
 
-def _stored_rows(parent: Organization | Program, cluster: Cluster) -> list[ShareRow]:
-    if isinstance(parent, Organization):
-        siblings = Q(program__organization=parent)
-    else:
-        siblings = Q(project__program=parent)
-    return [
-        ShareRow.from_allocation(a)
-        for a in Allocation.objects.filter(siblings, cluster=cluster).only(
-            "id", "program_id", "project_id", "percent", "valid_from", "valid_to"
-        )
-    ]
-
-
-def request_rows(approval_request: ApprovalRequest, *, valid_from: datetime) -> list[ShareRow]:
-    """The rows an approval request would add if applied with its window starting at ``valid_from``."""
-    return [
-        ShareRow(
-            node=node_key(line.node),
-            percent=line.percent,
-            valid_from=valid_from,
-            valid_to=approval_request.effective_to,
-            order=(1, approval_request.pk, line.pk),
-        )
-        for line in approval_request.lines.select_related("program", "project")
-    ]
-
-
-def _approved_pending_rows(
-    parent: Organization | Program, cluster: Cluster, *, exclude_request_id: int | None
-) -> list[ShareRow]:
-    # Approved requests waiting for their date already hold their place: a later change must
-    # fit beside them, or applying them would fail.
-    pending = ApprovalRequest.objects.filter(
-        state=ApprovalState.APPROVED,
-        cluster=cluster,
-        organization_id=parent_organization_id(parent),
-        program=parent if isinstance(parent, Program) else None,
-    ).exclude(pk=exclude_request_id)
-    rows: list[ShareRow] = []
-    for approval_request in pending:
-        rows.extend(request_rows(approval_request, valid_from=approval_request.effective_from))
-    return rows
-
-
 def check_siblings_fit(
     *,
     parent: Organization | Program,
@@ -175,22 +126,8 @@ def check_siblings_fit(
     and waiting, or new) inside them — the only instants where the sum can change. So a
     temporary grant in the future that would only later meet another one is refused now.
     """
-    rows = (
-        _stored_rows(parent, cluster)
-        + _approved_pending_rows(parent, cluster, exclude_request_id=exclude_request_id)
-        + new_rows
-    )
-    boundaries = {r.valid_from for r in rows} | {r.valid_to for r in rows if r.valid_to}
-    instants: set[datetime] = set()
-    for new in new_rows:
-        instants.add(new.valid_from)
-        instants.update(
-            b
-            for b in boundaries
-            if b > new.valid_from and (new.valid_to is None or b < new.valid_to)
-        )
-    for at in sorted(instants):
-        total = sum(pick_shares(rows, at).values(), ZERO)
+    rows = sibling_rows(parent, cluster, exclude_request_id=exclude_request_id)
+    for at, total in sibling_sums(rows, new_rows):
         if total > HUNDRED:
             when = timezone.localtime(at).strftime("%Y-%m-%d %H:%M %Z")
             raise ValidationError(

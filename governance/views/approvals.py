@@ -17,6 +17,7 @@ from governance.choices import ApprovalState
 from governance.forms import DecisionForm
 from governance.models import ApprovalRequest
 from governance.selectors.approvals import approval_inbox, approval_requests_by
+from governance.selectors.splits import SplitOutcome, request_rows, split_outcome
 from governance.selectors.tree import share_at
 from governance.services.approvals import approval_approve, approval_reject, approval_withdraw
 from governance.views.common import visibility_of
@@ -82,6 +83,7 @@ def _detail_context(
     )
     may_withdraw = vis.can_withdraw(approval_request)
     return {
+        "outcome": _outcome_view(vis, approval_request),
         "req": approval_request,
         "now": timezone.now(),
         "lines": lines,
@@ -93,6 +95,46 @@ def _detail_context(
         "reject_form": reject_form or decision_form("reject"),
         "withdraw_form": withdraw_form or decision_form("withdraw"),
     }
+
+
+@dataclass
+class OutcomeView:
+    """The split a request would leave, as this viewer may see it: their visible children one
+    by one, the others only as a sum (``hidden_before`` / ``hidden_after``, ``hidden_count``)."""
+
+    outcome: SplitOutcome
+    rows: list
+    hidden_count: int
+    hidden_before: Decimal
+    hidden_after: Decimal
+
+
+def _outcome_view(vis, approval_request: ApprovalRequest) -> OutcomeView | None:
+    """What approving (or applying) ``approval_request`` would make of its parent's split."""
+    if approval_request.state not in (ApprovalState.SUBMITTED, ApprovalState.APPROVED):
+        return None
+    if approval_request.effective_to and approval_request.effective_to <= timezone.now():
+        return None
+    start = max(approval_request.effective_from, timezone.now())
+    outcome = split_outcome(
+        parent=approval_request.parent,
+        cluster=approval_request.cluster,
+        new_rows=request_rows(approval_request, valid_from=start),
+        exclude_request_id=approval_request.pk,
+    )
+    if outcome is None:
+        return None
+    children = vis.projects() if approval_request.program_id else vis.programs()
+    visible = set(children.values_list("id", flat=True))
+    shown = [row for row in outcome.rows if row.node.pk in visible]
+    hidden = [row for row in outcome.rows if row.node.pk not in visible]
+    return OutcomeView(
+        outcome=outcome,
+        rows=shown,
+        hidden_count=len(hidden),
+        hidden_before=sum((row.before for row in hidden), Decimal(0)),
+        hidden_after=sum((row.after for row in hidden), Decimal(0)),
+    )
 
 
 def _visible_request(request: HttpRequest, pk: int) -> ApprovalRequest:

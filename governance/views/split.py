@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 
-from governance.forms import SplitForm, SplitRow
+from governance.forms import SplitForm, SplitRow, start_of_day
 from governance.models import Program
 from governance.selectors.tree import children_shares, share_at
 from governance.services.allocations import allocation_split
@@ -44,7 +47,12 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
 
     manage = vis.can_manage(parent)
     visible_ids = _visible_child_ids(vis, parent)
-    all_children = children_shares(parent=parent, cluster=cluster)
+    # The editor shows the shares in force on the day the change starts (today by default),
+    # so a change dated in the future is made against the split it will replace.
+    day = _start_day(request.POST if request.method == "POST" else request.GET)
+    all_children = children_shares(
+        parent=parent, cluster=cluster, at=start_of_day(day) if day else None
+    )
     rows = [
         SplitRow(node=child, current=share, editable=manage or vis.can_request(child))
         for child, share in all_children
@@ -59,9 +67,9 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
     complete = len(rows) == len(all_children)
 
     if request.method == "POST":
-        form = SplitForm(request.POST, rows=rows)
+        form = SplitForm(request.POST, rows=rows, day=day)
         if form.is_valid():
-            percents = form.changed_percents()
+            percents = form.percents_to_save()
             start, end = form.window()
             try:
                 if manage:
@@ -70,7 +78,7 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
             except ValidationError as error:
                 form.add_service_errors(error)
     else:
-        form = SplitForm(rows=rows)
+        form = SplitForm(rows=rows, day=day, initial={"valid_from": day})
 
     current_total = sum((row.current for row in rows), Decimal("0"))
     parent_share = (
@@ -99,13 +107,26 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
         "parent_share": parent_share,
         "child_word": "projects" if isinstance(parent, Program) else "programs",
         "tree_url": reverse("tree", args=[cluster.pk]),
+        "day": day,
     }
     return render(request, "governance/split.html", context)
+
+
+def _start_day(data) -> date | None:
+    """The future day a change starts on, read from ``valid_from`` (None: today, or a value
+    the form itself will refuse)."""
+    try:
+        day = forms.DateField(required=False).clean(data.get("valid_from", ""))
+    except ValidationError:
+        return None
+    return day if day and day > timezone.localdate() else None
 
 
 def _describe(percents: dict, rows_by_pk: dict) -> str:
     return ", ".join(
         f"{node.name} {rows_by_pk[node.pk].current:.2f} % → {value:.2f} %"
+        if value != rows_by_pk[node.pk].current
+        else f"{node.name} kept at {value:.2f} %"
         for node, value in percents.items()
     )
 

@@ -80,4 +80,21 @@
 
   form.addEventListener("input", update);
   update();
+
+  // The shares shown are those in force on the day the change starts. Picking another start
+  // day before editing reloads them for that day; after editing, the server shows that day's
+  // shares on save and asks to check them, so nothing typed is lost.
+  var start = form.querySelector("input[name=valid_from]");
+  if (start) {
+    start.addEventListener("change", function () {
+      var edited = Array.prototype.some.call(form.querySelectorAll(".share-input"), function (input) {
+        return parse(input.value) !== parseFloat(input.getAttribute("data-current"));
+      });
+      if (edited || !/^\d{4}-\d{2}-\d{2}$|^$/.test(start.value)) { return; }
+      var url = new URL(window.location.href);
+      if (start.value) { url.searchParams.set("valid_from", start.value); }
+      else { url.searchParams.delete("valid_from"); }
+      window.location.assign(url.toString());
+    });
+  }
 })();

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from governance.choices import ApprovalState
+from governance.forms import start_of_day
 from governance.models import ApprovalRequest
 from governance.selectors.tree import share_at
+from governance.services.allocations import allocation_split
 from tests.browser.conftest import sign_in, sign_out
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -55,6 +59,25 @@ def test_program_manager_resplits_their_program(page, live_server, world):
     assert share_at(node=world.project_a1, cluster=world.cluster) == Decimal("55.00")
 
 
+def test_picking_a_start_day_shows_the_shares_in_force_that_day(page, live_server, world):
+    start = timezone.localdate() + timedelta(days=5)
+    allocation_split(
+        actor=world.program_manager, parent=world.program_a, cluster=world.cluster,
+        percents={world.project_a2: Decimal("20")}, reason="Segmentation winds down.",
+        valid_from=start_of_day(timezone.localdate() + timedelta(days=3)),
+    )  # fmt: skip
+    sign_in(page, live_server, "program_manager", world.password)
+    page.goto(f"{live_server.url}/clusters/{world.cluster.pk}/split/program/{world.program_a.pk}/")
+    expect(page.get_by_test_id("split-sum")).to_have_text("80.00 %")
+
+    page.get_by_label("Valid from").fill(start.isoformat())
+    page.get_by_label("Valid from").dispatch_event("change")
+
+    expect(page.get_by_test_id("shown-day")).to_contain_text(start.isoformat())
+    expect(page.get_by_test_id("split-sum")).to_have_text("70.00 %")
+    expect(page.get_by_label("Valid from")).to_have_value(start.isoformat())
+
+
 def test_bad_input_in_the_split_editor_is_shown_and_nothing_saved(page, live_server, world):
     sign_in(page, live_server, "program_manager", world.password)
     page.goto(f"{live_server.url}/clusters/{world.cluster.pk}/split/program/{world.program_a.pk}/")
@@ -87,6 +110,9 @@ def test_pi_requests_a_change_and_the_manager_approves_it(page, live_server, wor
     inbox.click()
     page.get_by_role("link", name=f"#{request.pk} · Vision").click()
     expect(page.get_by_test_id("request-history")).to_contain_text("Submitted")
+    # Before deciding, the manager sees the split the request would leave.
+    expect(page.get_by_test_id("outcome")).to_contain_text("Segmentation")
+    expect(page.get_by_test_id("outcome-total")).to_have_text("90.00 %")
     page.get_by_label("Note to the requester (optional)").fill(
         "Go ahead, good luck with the paper."
     )

@@ -159,3 +159,38 @@ def test_request_invisible_to_the_user_is_404(client, personas, pi_request):
 def test_decision_urls_refuse_get(client, personas, pi_request):
     client.force_login(personas.program_manager)
     assert client.get(reverse("approval-approve", args=[pi_request.pk])).status_code == 405
+
+
+def test_decider_sees_the_split_and_sums_the_request_would_leave(client, personas, pi_request):
+    client.force_login(personas.program_manager)
+    page = client.get(detail(pi_request.pk))
+    outcome = page.context["outcome"]
+    rows = {row.node.name: (row.before, row.after) for row in outcome.rows}
+    # Vision today: Detection 50 + Segmentation 30 = 80 %; with the request 60 + 30 = 90 %.
+    assert rows == {"Detection": (50, 60), "Segmentation": (30, 30)}
+    assert (outcome.outcome.total_before, outcome.outcome.total_after) == (80, 90)
+    assert outcome.outcome.rest_after == 10 and outcome.outcome.fits
+    body = page.content.decode()
+    assert 'data-testid="outcome-total"><strong>90.00 %' in body
+    assert 'data-testid="outcome-over"' not in body
+
+
+def test_a_request_past_100_percent_is_flagged_before_the_decision(client, personas):
+    too_big = approval_request_create(
+        actor=personas.pi,
+        parent=personas.program_a,
+        cluster=personas.cluster,
+        percents={personas.project_a1: Decimal("75")},
+        reason="Everything.",
+    )
+    client.force_login(personas.program_manager)
+    page = client.get(detail(too_big.pk))
+    assert page.context["outcome"].outcome.total_after == 105
+    assert "would sum to 105.00 %" in page.content.decode()
+
+
+def test_the_requester_sees_siblings_they_cannot_see_only_as_a_sum(client, personas, pi_request):
+    client.force_login(personas.pi)
+    outcome = client.get(detail(pi_request.pk)).context["outcome"]
+    assert [row.node.name for row in outcome.rows] == ["Detection"]
+    assert (outcome.hidden_count, outcome.hidden_before, outcome.hidden_after) == (1, 30, 30)

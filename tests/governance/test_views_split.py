@@ -10,8 +10,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.choices import ApprovalState
-from governance.models import Allocation, ApprovalRequest
+from governance.forms import start_of_day
+from governance.models import Allocation, ApprovalRequest, Project
 from governance.selectors.tree import share_at
+from governance.services.allocations import allocation_split
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +76,7 @@ def test_a_future_split_redirects_to_the_tree_as_of_its_start(manager, personas)
     start = timezone.localdate() + timedelta(days=7)
     response = manager.post(
         split_url(personas, personas.program_a),
-        vision_post(personas, valid_from=start.isoformat()),
+        vision_post(personas, valid_from=start.isoformat(), shown_for=start.isoformat()),
     )
     assert response.status_code == 302
     assert response["Location"].endswith(f"?at={start.isoformat()}")
@@ -268,3 +270,111 @@ def test_posted_field_of_a_child_not_shown_is_ignored(client, personas):
     )
     request = ApprovalRequest.objects.get()
     assert [line.node for line in request.lines.all()] == [personas.project_a1]
+
+
+def schedule(personas, node, percent, *, days, until_days=None, reason="Scheduled."):
+    """Store a share of ``node`` starting ``days`` from today (ending ``until_days`` from it)."""
+    today = timezone.localdate()
+    start = start_of_day(today + timedelta(days=days)) if days else None
+    end = start_of_day(today + timedelta(days=until_days)) if until_days else None
+    parent = node.program if isinstance(node, Project) else node.organization
+    allocation_split(
+        actor=personas.program_manager if isinstance(node, Project) else personas.org_admin,
+        parent=parent,
+        cluster=personas.cluster,
+        percents={node: Decimal(percent)},
+        reason=reason,
+        valid_from=start,
+        valid_to=end,
+    )
+
+
+def shown(page) -> dict[str, Decimal]:
+    return {item["row"].node.name: item["row"].current for item in page.context["table"]}
+
+
+def test_the_editor_for_a_future_day_shows_the_shares_in_force_that_day(manager, personas):
+    # Segmentation is already scheduled to drop to 20 % in 3 days; a split starting in 7 days is
+    # made against that, not against today's 30 %.
+    schedule(personas, personas.project_a2, "20", days=3)
+    day = timezone.localdate() + timedelta(days=7)
+    url = split_url(personas, personas.program_a)
+
+    today_page = manager.get(url)
+    future_page = manager.get(url, {"valid_from": day.isoformat()})
+
+    assert shown(today_page)["Segmentation"] == Decimal("30.00")
+    assert shown(future_page)["Segmentation"] == Decimal("20.00")
+    assert future_page.context["form"]["valid_from"].value() == day
+    body = future_page.content.decode()
+    assert f'name="shown_for" value="{day.isoformat()}"' in body
+    assert f"those in force on <strong>{day.isoformat()}</strong>" in body
+
+
+def test_a_future_split_leaves_the_tree_exactly_as_the_editor_showed_it(manager, personas):
+    schedule(personas, personas.project_a2, "20", days=3)
+    day = timezone.localdate() + timedelta(days=7)
+    url = split_url(personas, personas.program_a)
+    editor = shown(manager.get(url, {"valid_from": day.isoformat()}))
+
+    response = manager.post(
+        url,
+        vision_post(
+            personas, a1="60", a2=str(editor["Segmentation"]),
+            valid_from=day.isoformat(), shown_for=day.isoformat(),
+        ),
+    )  # fmt: skip
+
+    assert response.status_code == 302
+    after = start_of_day(day + timedelta(days=1))
+    tree = {
+        node.name: share_at(node=node, cluster=personas.cluster, at=after)
+        for node in (personas.project_a1, personas.project_a2)
+    }
+    assert tree == {**editor, "Detection": 60}
+    assert editor["Segmentation"] == 20
+
+
+def test_moving_the_start_day_after_editing_shows_that_days_shares_and_saves_nothing(
+    manager, personas
+):
+    schedule(personas, personas.project_a2, "20", days=3)
+    day = timezone.localdate() + timedelta(days=7)
+    before = Allocation.objects.count()
+
+    # Edited on today's shares (shown_for empty), then the start moved to next week.
+    response = manager.post(
+        split_url(personas, personas.program_a),
+        vision_post(personas, a1="60", a2="30", valid_from=day.isoformat(), shown_for=""),
+    )
+
+    assert response.status_code == 200
+    assert Allocation.objects.count() == before
+    body = response.content.decode()
+    assert f"now those in force on {day.isoformat()}" in body
+    assert shown(response)["Segmentation"] == Decimal("20.00")
+    assert f'name="shown_for" value="{day.isoformat()}"' in body
+    # What was typed is kept for the second look.
+    assert response.context["form"][f"percent_{personas.project_a1.pk}"].value() == "60"
+
+
+def test_extending_a_temporary_split_with_the_same_values_works(manager, personas):
+    schedule(personas, personas.project_a1, "60", days=0, until_days=10)
+    until = timezone.localdate() + timedelta(days=20)
+    url = split_url(personas, personas.program_a)
+    assert shown(manager.get(url))["Detection"] == Decimal("60.00")
+
+    response = manager.post(
+        url, vision_post(personas, a1="60", a2="30", valid_to=until.isoformat(),
+                         reason="Deadline moved.")
+    )  # fmt: skip
+
+    assert response.status_code == 302
+    day_15 = start_of_day(timezone.localdate() + timedelta(days=15))
+    day_25 = start_of_day(timezone.localdate() + timedelta(days=25))
+    assert share_at(node=personas.project_a1, cluster=personas.cluster, at=day_15) == 60
+    assert share_at(node=personas.project_a2, cluster=personas.cluster, at=day_15) == 30
+    # After the extension the earlier shares come back.
+    assert share_at(node=personas.project_a1, cluster=personas.cluster, at=day_25) == 50
+    page = manager.get(response["Location"])
+    assert "Detection kept at 60.00 %" in page.content.decode()
