@@ -47,6 +47,7 @@ from scheduler.models import AccountingCursor, Node, RunNode, SchedulingCycle, U
 
 ZERO = Decimal("0")
 HUNDRED = Decimal("100")
+MILLI = Decimal("0.001")
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 # A drain evicts each run once its minimum runtime (at most 8 h) has passed.
@@ -330,7 +331,11 @@ def _pyramid_days(
 
     def add_healthy(day: HealthDay, entitled: Decimal, effective: Decimal) -> None:
         if entitled > 0 and effective > 0:
-            day.healthy_gpu_seconds += entitled * HUNDRED / effective
+            # Entitlement is stored to the microsecond, rounded down per record; read back
+            # through the share it is off by a few millionths of a GPU-second (and a day of
+            # healthy nodes read 99.99999 %): healthy time is whole milli-GPU-seconds.
+            healthy = (entitled * HUNDRED / effective).quantize(MILLI)
+            day.healthy_gpu_seconds += healthy
             day.entitled_seen = True
 
     if day_q is not None:

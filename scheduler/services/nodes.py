@@ -21,6 +21,7 @@ from scheduler.choices import NodeState, NodeStateSource, RunEndReason
 from scheduler.models import Node, Run
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 from scheduler.services.runs import cycle_enqueue, run_end
+from scheduler.services.usage import usage_account
 
 # Node state reached → audit action (governance.services.audit).
 AUDIT_ACTIONS = {
@@ -45,7 +46,31 @@ def _set_state(
     A change is recorded in the audit trail (``audit``, default by the state reached) in
     the caller's transaction, with the state before and after. The row lock taken to read
     the state before is the one the update takes anyway, at the same point.
+
+    Accounting is brought up to ``now`` first (under its lock, taken before the node's row
+    as every writer that ends runs does): entitlement counts the healthy GPUs of each pass,
+    so a node that leaves or rejoins service between two passes must close the interval at
+    its change, or its seconds are owed at the wrong capacity (occupancy passed 100 %).
     """
+    with locked_transaction(ACCOUNTING_LOCK, node.cluster_id, wait=True):
+        usage_account(cluster=Cluster.objects.get(pk=node.cluster_id), now=now)
+        return _compare_and_set(
+            node=node, allowed=allowed, state=state, source=source, actor=actor,
+            reason=reason, now=now, audit=audit,
+        )  # fmt: skip
+
+
+def _compare_and_set(
+    *,
+    node: Node,
+    allowed: tuple[str, ...],
+    state: str,
+    source: str,
+    actor,
+    reason: str,
+    now,
+    audit: str | None,
+) -> bool:
     previous = (
         Node.objects.select_for_update()
         .filter(pk=node.pk, state__in=allowed)

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
+from itertools import pairwise
 
 from django.db.models import F, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from governance.models import Cluster
+from governance.models import Allocation, Cluster
 from scheduler.choices import DEMAND_STATES, Charge, NodeState, RunLane
 from scheduler.models import (
     AccountingCursor,
@@ -132,29 +133,21 @@ def charge_split(
     end: datetime,
     gpus: int,
     free: bool,
-    share: Decimal,
-    healthy_gpus: int,
-    entitled_until: datetime,
+    accrued: Decimal,
 ) -> list[tuple[datetime, datetime, str]]:
     """The charging rule for ``[start, end)`` inside ``hour``: ``(start, end, charge)`` parts.
 
-    Free-lane time is ``free``; otherwise ``budgeted`` up to the entitlement the project has
-    accrued in ``hour`` by ``end`` and ``burst`` above it. Accrued = the hour's entitlement
-    already in ``rollup`` (accounted up to ``entitled_until``) plus the effective share of
-    the healthy GPUs from then to ``end``: what the entitlement pass will add for the same
-    seconds. Burst charged earlier in the hour does not use up entitlement accrued later, so
-    a project steadily above its entitlement is budgeted exactly its entitlement at every
-    pass. The cap's room is read from ``rollup``, so the caller must add each part to it
-    (as its ``record`` does) before asking for the next piece. Used by the live loop's
-    accounting and by usage imported from another scheduler alike: one rule.
+    Free-lane time is ``free``; otherwise ``budgeted`` up to ``accrued`` — the entitlement
+    the project has accrued in ``hour`` by ``end`` (the caller's to work out, on the same
+    seconds the ``entitled`` figure counts) — and ``burst`` above it. Burst charged earlier in
+    the hour does not use up entitlement accrued later, so a project steadily above its
+    entitlement is budgeted exactly its entitlement after every pass. The room is read from
+    ``rollup``, so the caller must add each part to it (as its ``record`` does) before asking
+    for the next piece. Used by the live loop's accounting and by usage imported from another
+    scheduler alike: one rule.
     """
     if free:
         return [(start, end, Charge.FREE)]
-    accrued = rollup.entitled(project_id, hour)
-    accrue_from = max(hour, entitled_until)
-    if end > accrue_from:
-        accrued += rate_seconds(share, healthy_gpus, accrue_from, end)
-    # Burst already charged in this hour does not use up entitlement accrued since.
     room = accrued - rollup.budgeted(project_id, hour)
     if gpu_seconds(gpus, start, end) <= room:
         return [(start, end, Charge.BUDGETED)]
@@ -162,6 +155,27 @@ def charge_split(
     split = start + MICROSECOND * int(max(room, ZERO).scaleb(6) // gpus)
     budgeted = [(start, split, Charge.BUDGETED)] if split > start else []
     return [*budgeted, (split, end, Charge.BURST)]
+
+
+@dataclass
+class EntitlementPass:
+    """The entitlement one pass wrote, per (project, hour): ``(start, end, GPU-seconds)``
+    pieces. ``accrued`` says how much of an hour's entitlement had accrued by an instant."""
+
+    pieces: dict[tuple[int, datetime], list[tuple[datetime, datetime, Decimal]]] = field(
+        default_factory=dict
+    )
+
+    def accrued(self, rollup: UsageHourRollup, project_id: int, hour: datetime, at: datetime):
+        """The hour's entitlement in ``rollup`` (this pass included) less what this pass
+        added for seconds after ``at``: what had accrued by ``at``. Never more than the
+        rollup holds, so budgeted never passes entitled."""
+        entitled = rollup.entitled(project_id, hour)
+        for start, end, amount in self.pieces.get((project_id, hour), ()):
+            if end > at:
+                later = (end - max(start, at)) // MICROSECOND
+                entitled -= (amount * later / ((end - start) // MICROSECOND)).quantize(SIX_PLACES)
+        return entitled
 
 
 def entitlement_record(
@@ -207,11 +221,12 @@ def _healthy_gpus(cluster_id: int) -> int:
 
 
 def _account_runs(
-    *, cluster: Cluster, runs: list[Run], now: datetime, budget: ClusterBudget, healthy_gpus: int
+    *, cluster: Cluster, runs: list[Run], now: datetime, entitlement: EntitlementPass
 ) -> int:
     """Write ledger rows for ``runs`` from ``accounted_until`` to their end (or ``now``).
 
-    The caller holds the cluster's accounting lock. Returns the number of ledger rows.
+    The caller holds the cluster's accounting lock and has just accounted entitlement up to
+    ``now`` (``entitlement``: what that pass wrote). Returns the number of ledger rows.
     """
     pieces = []  # (piece start, run id, run, hour, piece end)
     for run in runs:
@@ -220,11 +235,6 @@ def _account_runs(
             pieces.append((start, run.id, run, hour, end))
     pieces.sort(key=lambda p: (p[0], p[1]))
     rollup = UsageHourRollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
-    # Entitlement is accounted up to the cursor; before the first pass there is none, and
-    # the first pass starts it at the first second charged here (``_account_entitlement``).
-    entitled_until = AccountingCursor.objects.filter(cluster=cluster).values_list(
-        "accounted_until", flat=True
-    ).first() or (pieces[0][0] if pieces else now)
     records: list[UsageRecord] = []
 
     def record(run: Run, hour: datetime, start: datetime, end: datetime, charge: str) -> None:
@@ -244,6 +254,7 @@ def _account_runs(
         rollup.add(run.project_id, hour, CHARGE_FIELD[charge], amount)
 
     for start, _, run, hour, end in pieces:
+        free = run.lane == RunLane.FREE
         for piece_start, piece_end, charge in charge_split(
             rollup,
             project_id=run.project_id,
@@ -251,10 +262,8 @@ def _account_runs(
             start=start,
             end=end,
             gpus=run.gpus,
-            free=run.lane == RunLane.FREE,
-            share=budget.effective.get(run.project_id, ZERO),
-            healthy_gpus=healthy_gpus,
-            entitled_until=entitled_until,
+            free=free,
+            accrued=ZERO if free else entitlement.accrued(rollup, run.project_id, hour, end),
         ):
             record(run, hour, piece_start, piece_end, charge)
 
@@ -275,23 +284,42 @@ def run_account(*, run: Run, now: datetime) -> int:
     """Close the ledger of one run up to its end (or ``now``); the caller holds the lock.
 
     Called by ``run_end`` inside the transaction that ends the run, so a stop is charged
-    exactly up to its end.
+    exactly up to its end. Entitlement is accounted up to ``now`` first, so the run's time is
+    charged against the entitlement of the same seconds.
     """
     cluster = Cluster.objects.get(pk=run.cluster_id)
-    return _account_runs(
-        cluster=cluster,
-        runs=[run],
-        now=now,
-        budget=cluster_budget(cluster=cluster, at=now),
-        healthy_gpus=_healthy_gpus(cluster.id),
+    entitlement = _account_entitlement(cluster=cluster, now=now, since=run.accounted_until)
+    return _account_runs(cluster=cluster, runs=[run], now=now, entitlement=entitlement)
+
+
+def _share_steps(
+    cluster: Cluster, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, ClusterBudget]]:
+    """``[start, end)`` cut where any share of the cluster starts or ends, with the budget in
+    force on each piece (so entitlement follows a share changed between two passes)."""
+    changes = sorted(
+        {
+            t
+            for pair in Allocation.objects.filter(cluster=cluster)
+            .filter(
+                Q(valid_from__gt=start, valid_from__lt=end)
+                | Q(valid_to__gt=start, valid_to__lt=end)
+            )
+            .values_list("valid_from", "valid_to")
+            for t in pair
+            if t is not None and start < t < end
+        }
     )
+    bounds = [start, *changes, end]
+    return [(a, b, cluster_budget(cluster=cluster, at=a)) for a, b in pairwise(bounds)]
 
 
-def _account_entitlement(
-    *, cluster: Cluster, now: datetime, budget: ClusterBudget, healthy_gpus: int, since: datetime
-) -> int:
+def _account_entitlement(*, cluster: Cluster, now: datetime, since: datetime) -> EntitlementPass:
     """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it.
 
+    The interval is cut where a share starts or ends, so each piece is entitled at the shares
+    in force then. Healthy GPUs are those of now: every change of a node's state accounts up
+    to its moment first (``scheduler.services.nodes``), so they held for the whole interval.
     The first pass starts at ``since``, the earliest second this pass charges to a run: run
     time and entitlement then cover the same seconds (otherwise the minutes between the first
     start and the first pass count as used but never owed, and occupancy passes 100 %).
@@ -300,51 +328,59 @@ def _account_entitlement(
     cursor, _ = AccountingCursor.objects.select_for_update().get_or_create(
         cluster=cluster, defaults={"accounted_until": start, "accounted_from": start}
     )
+    done = EntitlementPass()
     if cursor.accounted_until >= now:
-        return 0
+        return done
+    healthy_gpus = _healthy_gpus(cluster.id)
     demand = dict(
         Workload.objects.filter(cluster=cluster, state__in=DEMAND_STATES)
         .values_list("project_id")
         .annotate(total=Sum("gpus"))
     )
-    projects = {p for p, share in budget.effective.items() if share > 0} | {
-        p for p, gpus in demand.items() if gpus
-    }
-    pieces = list(hour_pieces(cursor.accounted_until, now))
+    steps = _share_steps(cluster, cursor.accounted_until, now)
+    projects = {p for _, _, budget in steps for p, share in budget.effective.items() if share > 0}
+    projects |= {p for p, gpus in demand.items() if gpus}
+    pieces = [
+        (hour, max(start, a), min(end, b), budget)
+        for a, b, budget in steps
+        for hour, start, end in hour_pieces(a, b)
+    ]
     rollup = UsageHourRollup.load(
-        cluster.id, {(p, hour) for p in projects for hour, _, _ in pieces}
+        cluster.id, {(p, hour) for p in projects for hour, _, _, _ in pieces}
     )
     records = []
     for project_id in sorted(projects):
-        share = budget.effective.get(project_id, ZERO)
         wanted = demand.get(project_id, 0)
-        for hour, start, end in pieces:
-            records.append(
-                entitlement_record(
-                    rollup,
-                    cluster_id=cluster.id,
-                    project_id=project_id,
-                    hour=hour,
-                    start=start,
-                    end=end,
-                    share=share,
-                    healthy_gpus=healthy_gpus,
-                    demand_gpus=wanted,
-                    demand_gpu_seconds=gpu_seconds(wanted, start, end),
-                )
+        for hour, start, end, budget in pieces:
+            record = entitlement_record(
+                rollup,
+                cluster_id=cluster.id,
+                project_id=project_id,
+                hour=hour,
+                start=start,
+                end=end,
+                share=budget.effective.get(project_id, ZERO),
+                healthy_gpus=healthy_gpus,
+                demand_gpus=wanted,
+                demand_gpu_seconds=gpu_seconds(wanted, start, end),
+            )
+            records.append(record)
+            done.pieces.setdefault((project_id, hour), []).append(
+                (start, end, record.entitled_gpu_seconds)
             )
     EntitlementRecord.objects.bulk_create(records)
     rollup.save()
     cursor.accounted_until = now
     cursor.save(update_fields=["accounted_until"])
-    return len(records)
+    return done
 
 
 def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
     """Close the ledger of every running run of ``cluster`` up to ``now``; roll it up.
 
-    Also appends entitlement and demand for the interval since the last pass. Idempotent:
-    each run remembers how far it was accounted and ledger rows are unique per
+    Entitlement and demand are appended first for the interval since the last pass, then
+    run time is charged against the entitlement accrued by each second. Idempotent: each run
+    remembers how far it was accounted and ledger rows are unique per
     ``(run, interval_start)``, so a retried or concurrent call charges nothing twice.
     Returns the number of usage ledger rows written.
     """
@@ -355,15 +391,9 @@ def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
             .filter(Q(ended_at__isnull=True) | Q(accounted_until__lt=F("ended_at")))
             .only("id", "project_id", "gpus", "lane", "accounted_until", "ended_at")
         )
-        budget = cluster_budget(cluster=cluster, at=now)
-        healthy = _healthy_gpus(cluster.id)
         since = min((run.accounted_until for run in runs), default=now)
-        written = _account_runs(
-            cluster=cluster, runs=runs, now=now, budget=budget, healthy_gpus=healthy
-        )
-        _account_entitlement(
-            cluster=cluster, now=now, budget=budget, healthy_gpus=healthy, since=since
-        )
+        entitlement = _account_entitlement(cluster=cluster, now=now, since=since)
+        written = _account_runs(cluster=cluster, runs=runs, now=now, entitlement=entitlement)
     return written
 
 

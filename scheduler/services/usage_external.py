@@ -46,6 +46,7 @@ from scheduler.services.usage import (
     entitlement_record,
     gpu_seconds,
     hour_pieces,
+    rate_seconds,
 )
 
 CREATED = "created"
@@ -173,6 +174,12 @@ def usage_external_record(
             rollup.add(project.id, hour, CHARGE_FIELD[charge], amount)
 
         for hour, piece_start, piece_end in pieces:
+            # Accrued by the piece's end: what is accounted for the hour, plus the share of
+            # the healthy GPUs for the seconds not accounted yet.
+            accrued = rollup.entitled(project.id, hour)
+            accrue_from = max(hour, entitled_until)
+            if piece_end > accrue_from:
+                accrued += rate_seconds(share, healthy, accrue_from, piece_end)
             for part_start, part_end, charge in charge_split(
                 rollup,
                 project_id=project.id,
@@ -181,9 +188,7 @@ def usage_external_record(
                 end=piece_end,
                 gpus=gpus,
                 free=free,
-                share=share,
-                healthy_gpus=healthy,
-                entitled_until=entitled_until,
+                accrued=accrued,
             ):
                 record(hour, part_start, part_end, charge)
         UsageRecord.objects.bulk_create(records)

@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from governance.models import Allocation
 from scheduler.models import AccountingCursor
 from scheduler.services.usage import usage_account
 from tests.browser.conftest import sign_in
@@ -48,11 +49,16 @@ def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(
     page.get_by_role("button", name="Save the split").click()
     expect(page.locator(".messages")).to_contain_text("Detection 50.00 % → 55.00 %")
 
-    # The next rollup: from the end of the last pass until now, at 55 % of 60 % = 33 %.
+    # The next rollup: from the end of the last pass until the split at 30 %, then until
+    # now at 55 % of 60 % = 33 % (entitlement follows the share from its instant).
     now = timezone.now()
     usage_account(cluster=cluster, now=now)
-    seconds = Decimal((now - accounted_until).total_seconds())
-    expected = (Decimal("34560") + Decimal("0.33") * 32 * seconds) / 3600
+    split_at = Allocation.objects.filter(project=world.project_a1).latest("id").valid_from
+    before = Decimal((split_at - accounted_until).total_seconds())
+    after = Decimal((now - split_at).total_seconds())
+    expected = (
+        Decimal("34560") + Decimal("0.30") * 32 * before + Decimal("0.33") * 32 * after
+    ) / 3600
     rounded = round(expected, 1)  # the page's format: one decimal, whole numbers bare
     shown = f"{int(rounded):,}" if rounded == rounded.to_integral_value() else f"{rounded:,.1f}"
 

@@ -8,10 +8,12 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
+from governance.models import Allocation
 from scheduler.choices import Charge, RunEndReason
 from scheduler.models import EntitlementRecord, Run, UsageHour, UsageRecord
 from scheduler.selectors.usage import usage_window_by_project
 from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.nodes import node_mark_down
 from scheduler.services.runs import run_end
 from scheduler.services.usage import usage_account, usage_rebuild
 from scheduler.services.workloads import workload_submit
@@ -290,3 +292,48 @@ def test_a_share_changed_earlier_in_the_hour_does_not_bend_availability(world):
     assert today.capacity_gpu_seconds == Decimal(16 * 20 * 60)
     assert abs(today.availability - 1) < Decimal("1e-9")
     assert abs(today.occupancy - Decimal("0.5")) < Decimal("1e-9")  # 8 of 16 GPUs ran
+
+
+def test_a_share_changed_between_two_passes_is_entitled_from_its_instant(world):
+    """The share drops from 100 % to 40 % at 10:02, between passes at 10:01 and 10:10. The
+    pass at 10:10 entitled all nine minutes at 40 % (the share it found), so the health page,
+    which knows when the share changed, read availability 91 % with every node up."""
+    usage_account(cluster=world.cluster, now=T0 + MIN)
+    Allocation.objects.create(
+        cluster=world.cluster, project=world.projects["budgeted"], percent=Decimal("40"),
+        valid_from=T0 + 2 * MIN, set_by=world.user, reason="Cut.",
+    )  # fmt: skip
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    pieces = [
+        (r.interval_start, r.interval_end, r.entitled_gpu_seconds)
+        for r in EntitlementRecord.objects.filter(project=world.projects["budgeted"]).order_by(
+            "interval_start"
+        )
+    ]
+    assert pieces == [(T0 + MIN, T0 + 2 * MIN, 960), (T0 + 2 * MIN, T0 + 10 * MIN, 3072)]
+    assert health_of_the_day(world, T0 + 10 * MIN).availability == 1
+
+
+def test_a_node_leaving_service_between_passes_closes_the_interval_at_that_moment(world):
+    """Both nodes run work from 10:00; node2 goes down at 10:05 (its run ends); the next
+    pass is at 10:10. The pass used to owe all ten minutes at 8 healthy GPUs while 16 ran
+    for five of them: occupancy 150 %."""
+    start(world, "budgeted", gpus=8)
+    start(world, "budgeted", gpus=8)
+    usage_account(cluster=world.cluster, now=T0 + MIN)
+    node_mark_down(node=world.nodes[1], now=T0 + 5 * MIN)
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    healthy = [
+        (r.interval_start, r.interval_end, r.healthy_gpus)
+        for r in EntitlementRecord.objects.filter(project=world.projects["budgeted"]).order_by(
+            "interval_start"
+        )
+    ]
+    assert healthy == [
+        (T0, T0 + MIN, 16), (T0 + MIN, T0 + 5 * MIN, 16), (T0 + 5 * MIN, T0 + 10 * MIN, 8)
+    ]  # fmt: skip
+    today = health_of_the_day(world, T0 + 10 * MIN)
+    assert today.occupancy == 1  # everything healthy ran, the whole time
+    assert today.availability == Decimal(16 * 300 + 8 * 300) / (16 * 600)
