@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 run: install
 	@mkdir -p var
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
-	DEBUG=$${DEBUG:-true} $(PY) manage.py load_demo
+	DEBUG=$${DEBUG:-true} $(PY) manage.py load_demo --history-days 28
 	DEBUG=$${DEBUG:-true} $(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 test: install

@@ -1,13 +1,14 @@
 """The demo replay: the bundled Philly trace's jobs submitted into the demo organization.
 
-Jobs arrive ``SIMULATED_EXECUTOR_SPEEDUP`` times faster than in the trace, and their work is
-played at that speed by the simulated executor, so the demo cluster fills, queues, preempts
-and drains like the real one did. Each job goes to the project whose slug is its Philly VC
+Jobs arrive ``SIMULATED_EXECUTOR_SPEEDUP`` times faster than in the trace (1 by default: on
+the trace's own clock), and their work is played at that speed by the simulated executor, so
+the demo cluster fills, queues, preempts and drains like the real one did. After a replayed
+history (``demo_history.py``) it carries on from the history's last job. Each job goes to the project whose slug is its Philly VC
 (``load_demo`` creates them); jobs of VCs without a project, or larger than the cluster, are
 skipped. Every job is submitted through ``workload_submit``, like a researcher's.
 
 The scheduling contract comes from the simulator's rule (``ContractRule``: debug jobs 15 min,
-others 2 h) with minimum runtimes scaled by the speed-up like the clock (2 h → 2 min at 60x);
+others 2 h) with minimum runtimes divided by the speed-up like the clock;
 one job in ten goes to the free lane (minimum 0), which shows preemption at work.
 
 The replay starts where the trace gets busy (``busy_start``), not at its quiet first weeks,
@@ -51,7 +52,7 @@ def busy_start(jobs: tuple[TraceJob, ...], per_day: int = 100) -> int:
     """Index of the first job from which ``per_day`` jobs arrive within a day.
 
     Real traces open with a quiet ramp-up (Philly: about 75 jobs in its first 20 days, which
-    would take 8 hours to replay at 60x); the demo starts where the cluster gets busy.
+    would be weeks of near silence); the demo starts where the cluster gets busy.
     """
     last = len(jobs) - 1
     for i, job in enumerate(jobs):

@@ -8,9 +8,11 @@ step:
 1. heartbeats those nodes (so heartbeat expiry treats them like real ones);
 2. fetches and acknowledges their orders — a start "launches" at once, a stop ends at once;
 3. reports ``succeeded`` for every run whose work is done: a workload's
-   ``declared_duration_seconds`` is *simulated* time, played ``SIMULATED_EXECUTOR_SPEEDUP``
-   times faster (60 by default: an hour of work takes a minute). A resumable workload keeps
-   the work its earlier runs did (in simulated time); a non-resumable one starts over.
+   ``declared_duration_seconds`` is how long its work takes, played
+   ``SIMULATED_EXECUTOR_SPEEDUP`` times faster (1 by default: the demo runs on one clock, so
+   every duration, protection end and estimated start a page shows is wall time; a higher
+   speed-up is for load tests). A resumable workload keeps the work its earlier runs did; a
+   non-resumable one starts over.
    A workload without a declared duration runs ``SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS``.
 
 Settings are read at call time; the step is idempotent (services are), so two overlapping
@@ -51,7 +53,7 @@ NODE_PREFIX = "sim-"
 
 def speedup() -> float:
     """How many times faster than real time declared durations are played (≥ 1)."""
-    return max(1.0, float(getattr(settings, "SIMULATED_EXECUTOR_SPEEDUP", 60)))
+    return max(1.0, float(getattr(settings, "SIMULATED_EXECUTOR_SPEEDUP", 1)))
 
 
 def default_duration() -> float:

@@ -314,7 +314,9 @@ def _share_steps(
     return [(a, b, cluster_budget(cluster=cluster, at=a)) for a, b in pairwise(bounds)]
 
 
-def _account_entitlement(*, cluster: Cluster, now: datetime, since: datetime) -> EntitlementPass:
+def _account_entitlement(
+    *, cluster: Cluster, now: datetime, since: datetime, demand: dict[int, int] | None = None
+) -> EntitlementPass:
     """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it.
 
     The interval is cut where a share starts or ends, so each piece is entitled at the shares
@@ -323,6 +325,9 @@ def _account_entitlement(*, cluster: Cluster, now: datetime, since: datetime) ->
     The first pass starts at ``since``, the earliest second this pass charges to a run: run
     time and entitlement then cover the same seconds (otherwise the minutes between the first
     start and the first pass count as used but never owed, and occupancy passes 100 %).
+    ``demand``: GPUs asked per project (default: the cluster's charged workloads waiting or
+    running now — free-lane work is opportunistic and never charged, so it asks for nothing
+    a team is owed; a replayed history passes what was asked then).
     """
     start = min(since, now)
     cursor, _ = AccountingCursor.objects.select_for_update().get_or_create(
@@ -332,11 +337,14 @@ def _account_entitlement(*, cluster: Cluster, now: datetime, since: datetime) ->
     if cursor.accounted_until >= now:
         return done
     healthy_gpus = _healthy_gpus(cluster.id)
-    demand = dict(
-        Workload.objects.filter(cluster=cluster, state__in=DEMAND_STATES)
-        .values_list("project_id")
-        .annotate(total=Sum("gpus"))
-    )
+    if demand is None:
+        demand = dict(
+            Workload.objects.filter(
+                cluster=cluster, state__in=DEMAND_STATES, min_runtime_seconds__gt=0
+            )
+            .values_list("project_id")
+            .annotate(total=Sum("gpus"))
+        )
     steps = _share_steps(cluster, cursor.accounted_until, now)
     projects = {p for _, _, budget in steps for p, share in budget.effective.items() if share > 0}
     projects |= {p for p, gpus in demand.items() if gpus}
@@ -395,6 +403,38 @@ def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
         entitlement = _account_entitlement(cluster=cluster, now=now, since=since)
         written = _account_runs(cluster=cluster, runs=runs, now=now, entitlement=entitlement)
     return written
+
+
+def usage_account_history(
+    *, cluster: Cluster, runs: list[Run], demand_at, until: datetime, step: timedelta = HOUR
+) -> int:
+    """Account a history of ``runs`` (stored, not yet accounted) pass by pass up to ``until``.
+
+    The same two passes as ``usage_account`` at every ``step`` boundary (whole UTC hours),
+    reading only the runs open in each step. ``demand_at(t)``: GPUs asked per project at
+    ``t``. Used to give a new installation a past (``load_demo --history-days``). Returns the
+    ledger rows written.
+    """
+    runs = sorted(runs, key=lambda r: (r.started_at, r.id))
+    if not runs:
+        return 0
+    first = runs[0].started_at
+    boundary = first.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + step
+    written, i, active = 0, 0, []
+    while True:
+        now = min(boundary, until)
+        while i < len(runs) and runs[i].started_at < now:
+            active.append(runs[i])
+            i += 1
+        with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
+            entitlement = _account_entitlement(
+                cluster=cluster, now=now, since=first, demand=demand_at(now)
+            )
+            written += _account_runs(cluster=cluster, runs=active, now=now, entitlement=entitlement)
+        active = [r for r in active if r.ended_at is None or r.accounted_until < r.ended_at]
+        if now >= until:
+            return written
+        boundary += step
 
 
 def usage_rebuild(*, cluster: Cluster) -> int:

@@ -55,6 +55,10 @@ class ReplayConfig:
     # False: the engine recomputes every cycle what it otherwise keeps between cycles (the
     # reference its shortcuts are checked against: same decisions, about twice as slow).
     incremental: bool = True
+    # Stop at this virtual time (None: when every job has finished): the result is the state
+    # as of then — running jobs keep ``run_start``, pending ones ``first_start`` None or an
+    # open requeue — as a history that a live cluster continues from needs it.
+    until: float | None = None
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first bad value."""
@@ -304,7 +308,7 @@ def replay(
         t_submit = jobs[submit_i].submit if submit_i < n else math.inf
         t_event = heap[0][0] if heap else math.inf
         t = min(t_submit, t_event, next_tick)
-        if t == math.inf:
+        if t == math.inf or (config.until is not None and t > config.until):
             break
         now = t
         ledger.advance(t)

@@ -157,7 +157,7 @@ def test_entitlement_and_demand_are_recorded_per_interval(db):
     usage_account(cluster=world.cluster, now=T0)  # first pass starts the clock
     workload_submit(
         project=world.projects["none"], cluster=world.cluster, name="waiting", gpus=16, nodes=2,
-        min_runtime_seconds=0, launch_spec={"command": ["true"]}, now=T0,
+        min_runtime_seconds=600, launch_spec={"command": ["true"]}, now=T0,
     )  # fmt: skip
 
     usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
@@ -337,3 +337,14 @@ def test_a_node_leaving_service_between_passes_closes_the_interval_at_that_momen
     today = health_of_the_day(world, T0 + 10 * MIN)
     assert today.occupancy == 1  # everything healthy ran, the whole time
     assert today.availability == Decimal(16 * 300 + 8 * 300) / (16 * 600)
+
+
+def test_free_lane_work_asks_for_nothing_owed(world):
+    """Free-lane work (minimum runtime 0) is never charged, so it cannot be delivered: counted
+    as demand it made owed time no team could ever get (a demo project read 0.6 % delivery)."""
+    start(world, "budgeted", gpus=4, min_runtime=0)
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+
+    hour = UsageHour.objects.get(project=world.projects["budgeted"], hour=T0)
+    assert hour.free_gpu_seconds == 4 * 600
+    assert hour.demand_gpu_seconds == 0
