@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from governance.models import Cluster, Organization, Program, Project
@@ -27,7 +28,7 @@ from governance.views.common import visibility_of
 from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
-from scheduler.selectors.estimates import CAVEAT, workload_estimates
+from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
 from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
@@ -177,6 +178,7 @@ def _queue_facts(workloads: list) -> None:
     """Attach what "My queue" shows beyond the row: badge, estimated start (pending),
     minimum-runtime protection end (running), and the number of preemptions."""
     estimates = workload_estimates(workloads=workloads)
+    now = timezone.now()
     ids = [w.pk for w in workloads]
     preempted: dict[int, int] = {}
     for workload_id in Run.objects.filter(
@@ -193,6 +195,7 @@ def _queue_facts(workloads: list) -> None:
         w.preemptions = preempted.get(w.pk, 0)
         w.estimated_start = estimates.get(w.pk)
         w.has_estimate = w.pk in estimates
+        w.estimate_range = estimate_range(now=now, estimate=w.estimated_start)
         started = open_runs.get(w.pk)
         w.protected_until = (
             started + timedelta(seconds=w.min_runtime_seconds)

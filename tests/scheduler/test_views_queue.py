@@ -11,6 +11,7 @@ from django.utils import dateformat, timezone
 
 from scheduler.choices import WorkloadState
 from scheduler.models import Node, Run, Workload
+from scheduler.selectors.estimates import estimate_range
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.workloads import workload_submit
 from tests.personas import build_personas
@@ -44,13 +45,14 @@ def submit(p, name, gpus, *, at, duration):
 def test_pending_workload_shows_its_estimated_start_and_the_caveat(personas):
     p = personas
     began = timezone.now() - timedelta(hours=1)
-    big = submit(p, "big", 8, at=began, duration=3 * 3600)
+    big = submit(p, "big", 8, at=began, duration=70 * 60)
     scheduling_cycle_run(cluster_id=p.cluster.id, now=began)
     waiting = submit(p, "waiting", 4, at=began + timedelta(minutes=5), duration=3600)
     scheduling_cycle_run(cluster_id=p.cluster.id, now=began + timedelta(minutes=5))
     run = Run.objects.get(workload=big)
-    # big (8 GPUs, declared 3 h) holds the only node until started + 3 h.
-    expected = timezone.localtime(run.started_at + timedelta(hours=3))
+    # big (8 GPUs, declared 70 min) holds the only node until started + 70 min: a short wait,
+    # shown as a point.
+    expected = timezone.localtime(run.started_at + timedelta(minutes=70))
 
     page = browser(p.researcher).get(f"/workloads/{waiting.pk}/").content.decode()
     assert (
@@ -66,6 +68,32 @@ def test_pending_workload_shows_its_estimated_start_and_the_caveat(personas):
         f"Protected from preemption until <strong>{dateformat.format(protected, 'D j M, H:i')}"
         in (running)
     )
+
+
+def test_a_long_estimated_wait_is_shown_as_a_range(personas):
+    p = personas
+    began = timezone.now() - timedelta(hours=1)
+    big = submit(p, "big", 8, at=began, duration=4 * 3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began)
+    waiting = submit(p, "waiting", 4, at=began + timedelta(minutes=5), duration=3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began + timedelta(minutes=5))
+    run = Run.objects.get(workload=big)
+    expected = run.started_at + timedelta(hours=4)  # about 3 h from now
+
+    page = browser(p.researcher).get(f"/workloads/{waiting.pk}/")
+    low, high = page.context["workload"].estimate_range
+    assert low < expected < high
+    assert "Expected to start between <strong>" in page.content.decode()
+    listing = browser(p.researcher).get("/workloads/").content.decode()
+    assert "between " + dateformat.format(timezone.localtime(low), "D H:i") in listing
+
+
+def test_the_range_is_the_wait_times_the_measured_ratios():
+    now = timezone.now()
+    assert estimate_range(now=now, estimate=now + timedelta(minutes=29)) is None
+    assert estimate_range(now=now, estimate=None) is None
+    low, high = estimate_range(now=now, estimate=now + timedelta(hours=10))
+    assert (low - now, high - now) == (timedelta(hours=9), timedelta(hours=16))
 
 
 def test_researcher_submits_through_the_form_and_bad_input_names_the_field(personas):
