@@ -33,7 +33,7 @@ from governance.models import Cluster, CostRate, Project
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
 from scheduler.executors.demo import FREE_LANE_EVERY, TRACE, _shape, philly_jobs
 from scheduler.executors.simulated import simulated_nodes_ensure
-from scheduler.models import AccountingCursor, Run, RunNode, Workload
+from scheduler.models import AccountingCursor, Node, NodeAgent, Run, RunNode, Workload
 from scheduler.services.usage import usage_account_history
 from scheduler.simulator.budgets import load_budgets
 from scheduler.simulator.replay import ReplayConfig, replay
@@ -148,6 +148,10 @@ def demo_history_build(
     report = HistoryReport(start=real(t_start), end=now)
     with transaction.atomic():
         nodes = sorted(simulated_nodes_ensure(cluster=cluster, now=real(t_start)), key=_name)
+        # The nodes lived through the history: their last heartbeat is now, or the first
+        # heartbeat check would mark them all down and end the work running on them.
+        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(last_heartbeat=now)
+        NodeAgent.objects.filter(node__in=nodes).update(last_seen_at=now)
         say(f"storing {len(result.jobs):,} workloads and their runs")
         workloads = _store_workloads(cluster, result, projects, index_of, jobs, real, t_end)
         runs = _store_runs(cluster, result, workloads, nodes, real, t_end)

@@ -13,11 +13,12 @@ from governance.choices import Role
 from governance.models import Cluster, CostRate, Project, RoleAssignment
 from governance.selectors.health import cluster_health
 from governance.selectors.visibility import user_visibility
-from scheduler.choices import RunEndReason, WorkloadState
+from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.executors.demo import _shape, demo_replay_step, philly_jobs
 from scheduler.executors.demo_history import TARGET_DEMAND, demo_history_build, history_window
-from scheduler.models import EntitlementRecord, Run, RunNode, Workload
+from scheduler.models import EntitlementRecord, Node, Run, RunNode, Workload
 from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.nodes import nodes_expire_heartbeats
 from scheduler.simulator.traces import TraceJob
 from tests.scheduler.conftest import ledger_total, runs_total
 
@@ -87,6 +88,15 @@ def test_the_live_loop_and_the_demo_replay_carry_on_from_it(demo):
     new = Workload.objects.filter(cluster=cluster, id__gt=last.id).order_by("id").first()
     assert new.launch_spec["trace_index"] == nxt
     assert new.submitted_at == due
+
+
+def test_the_nodes_are_alive_at_the_end_of_their_history(demo):
+    # Registered when the history began, they heartbeat until now: the first heartbeat check
+    # of the live loop used to mark all of them down and end everything running.
+    cluster, report = demo
+    assert nodes_expire_heartbeats(now=NOW + timedelta(seconds=5)) == []
+    assert Run.objects.filter(cluster=cluster, ended_at__isnull=True).count() == report.running
+    assert not Node.objects.filter(cluster=cluster).exclude(state=NodeState.HEALTHY).exists()
 
 
 def test_a_cluster_with_a_past_is_never_given_another(demo):
