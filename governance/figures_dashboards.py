@@ -10,6 +10,7 @@ ratios in percent, rounded for the eye (two decimals); the tables carry the exac
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -107,8 +108,20 @@ def delivery_bars(rows: Sequence) -> go.Figure:
         hovermode="y unified",
     )
     figure.update_yaxes(autorange="reversed", rangemode=None)
-    figure.update_xaxes(title_text="GPU-hours", tickformat=",.0f")
+    amounts = [v for trace in figure.data for v in trace.x if v is not None]
+    figure.update_xaxes(title_text="GPU-hours", tickformat=amount_tickformat(amounts))
     return figure
+
+
+def amount_tickformat(values) -> str:
+    """The tick format of an amount axis: enough decimals that ticks as close as a tenth of
+    the largest value read differently (",.0f" put "0 0 0 1 1" under values below 5)."""
+    largest = max((abs(float(v)) for v in values if v is not None), default=0.0)
+    if largest <= 0:
+        return ",.0f"
+    step = largest / 10
+    decimals = 0 if step >= 1 else min(6, math.ceil(-math.log10(step)))
+    return f",.{decimals}f"
 
 
 def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None = None) -> go.Figure:
@@ -158,7 +171,8 @@ def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None =
         ]
     )
     _layout(figure, bargap=0.15)
-    figure.update_yaxes(title_text=unit, tickformat=",.0f")
+    amounts = [v for trace in figure.data for v in trace.y if v is not None]
+    figure.update_yaxes(title_text=unit, tickformat=amount_tickformat(amounts))
     return figure
 
 

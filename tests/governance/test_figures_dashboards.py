@@ -6,11 +6,16 @@ with round numbers, and the expected values are written out here.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
 
 from governance.figures import figure_json
 from governance.figures_dashboards import (
+    amount_tickformat,
     delivery_bars,
     delivery_timeseries,
     fairshare_lines,
@@ -182,3 +187,31 @@ def test_a_bucket_not_over_yet_is_a_lighter_bar_and_off_the_lines():
     assert list(delivered.customdata) == ["", "so far"]
     assert list(entitled.y) == [24.0, None]
     assert list(owed.y) == [20.0, None]
+
+
+@pytest.mark.parametrize("largest", [0.004, 0.03, 0.4, 1.0, 2.9, 4.9, 7.5, 12.0, 99.0, 5400.0])
+def test_amount_axes_never_show_a_column_of_identical_labels(largest):
+    # Plotly puts ticks at 1, 2 or 5 x 10^n apart, about 5 to 10 over the axis: every such
+    # spacing of at least a tenth of the largest value must give labels that differ.
+    fmt = amount_tickformat([0, largest])
+    decimals = int(fmt.removeprefix(",.").removesuffix("f"))
+    exponent = math.floor(math.log10(largest / 10))
+    for mantissa in (1, 2, 5, 10):
+        step = mantissa * 10.0**exponent
+        if step < largest / 10:
+            continue
+        ticks = [k * step for k in range(int(largest / step) + 1)]
+        labels = [f"{t:,.{decimals}f}" for t in ticks]
+        assert len(set(labels)) == len(labels), (largest, step, labels)
+
+
+def test_small_amounts_get_decimals_on_the_axis():
+    # An hour of a small project: 0.4 GPU-h delivered, 1.2 owed.
+    points = [
+        SimpleNamespace(
+            start=datetime(2026, 10, 5, 9, tzinfo=UTC), delivered_gpu_seconds=Decimal(1440),
+            entitled_gpu_seconds=Decimal(4320), owed_gpu_seconds=Decimal(4320),
+        )
+    ]  # fmt: skip
+    figure = delivery_timeseries(points, bucket="hour")
+    assert figure.layout.yaxis.tickformat == ",.1f"
