@@ -546,3 +546,14 @@ def usage_timeseries(
             point.free_gpu_seconds = item["free"] or ZERO
         points.append(point)
     return points
+
+
+def accounting_began(*, cluster: Cluster) -> datetime | None:
+    """When usage accounting of ``cluster`` began (None: not yet): no figure exists before."""
+    from scheduler.models import AccountingCursor
+
+    return (
+        AccountingCursor.objects.filter(cluster=cluster)
+        .values_list("accounted_from", flat=True)
+        .first()
+    )

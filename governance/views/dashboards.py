@@ -35,7 +35,12 @@ from governance.figures_dashboards import (
 from governance.models import Cluster, Organization, Program, Project
 from governance.selectors.fairshare import FairShareRow, fairshare_ranking
 from governance.selectors.health import cluster_health
-from governance.selectors.usage import UsageRow, usage_by_tree_node, usage_timeseries
+from governance.selectors.usage import (
+    UsageRow,
+    accounting_began,
+    usage_by_tree_node,
+    usage_timeseries,
+)
 from governance.templatetags.govfmt import gpus, pct
 from governance.views.common import visibility_of
 
@@ -227,6 +232,19 @@ def _query(request: HttpRequest, **changes) -> str:
     return f"?{encoded}" if encoded else ""
 
 
+def _series_span(period: Period, cluster) -> tuple[datetime, datetime, str]:
+    """The time series' start, end and bucket: by the hour from the first accounted hour to
+    the hour in progress when the period holds under two days of figures (a new
+    installation: daily bars would be one or two stubs), else the period's own."""
+    began = accounting_began(cluster=cluster)
+    if began is not None and began > period.start and period.end - began < 2 * DAY:
+        hour = timedelta(hours=1)
+        start = began.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        now = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        return start, min(period.end, max(now + hour, start + hour)), "hour"
+    return period.start, period.end, period.bucket
+
+
 def _parse_node(value: str) -> tuple[str, int] | None:
     """``"program-12"`` → ``("program", 12)``; anything else → None."""
     kind, _, pk = (value or "").partition("-")
@@ -268,13 +286,14 @@ def delivery(request: HttpRequest) -> HttpResponse:
     node = None
     if focus is not None:
         node = NODE_MODELS[focus.kind].objects.get(pk=focus.id)
+    series_start, series_end, bucket = _series_span(period, filters.cluster)
     points = usage_timeseries(
         visibility=vis,
         cluster=filters.cluster,
-        start=period.start,
-        end=period.end,
+        start=series_start,
+        end=series_end,
         node=node,
-        bucket=period.bucket,
+        bucket=bucket,
     )
     bars = delivery_bars(teams)
     lines = [
@@ -295,7 +314,7 @@ def delivery(request: HttpRequest) -> HttpResponse:
             "bars": figure_json(bars),
             "bars_height": bars.layout.height,
             "timeseries": figure_json(
-                delivery_timeseries(points, bucket=period.bucket, now=timezone.now())
+                delivery_timeseries(points, bucket=bucket, now=timezone.now())
             ),
             "all_url": _query(request, node=None),
             "focus_chosen": bool(request.GET.get("node")),

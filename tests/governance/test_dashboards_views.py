@@ -7,13 +7,15 @@ of which 2 burst; Summaries owed 3.84, delivered 0, free lane 4; Segmentation ow
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import timezone
 
+from scheduler.models import AccountingCursor
 from tests.governance.test_dashboards_health import build_two_hours
 
 pytestmark = pytest.mark.django_db
@@ -232,3 +234,27 @@ def test_navigation_links_the_dashboards_for_managers_not_researchers(client, pe
     client.logout()
     response = signed_in(client, personas.researcher).get(reverse("home"))
     assert "Dashboards" not in {item["label"] for item in response.context["nav_items"]}
+
+
+def test_a_new_installation_charts_hours_from_its_first_accounted_hour(client, personas):
+    """Three hours of figures in the default 7-day period: daily bars would be one stub, so
+    the time series is hourly and starts at the first accounted hour."""
+    now = timezone.now()
+    began = now - timedelta(hours=3)
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_from=began, accounted_until=now
+    )
+    response = signed_in(client, personas.org_admin).get(DELIVERY)
+    x = response.context["timeseries"]["data"][0]["x"]
+    first = datetime.fromisoformat(str(x[0]))
+    assert first == began.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    assert 3 <= len(x) <= 5  # an hour each, to the hour in progress
+
+
+def test_weeks_of_figures_keep_daily_bars(client, personas):
+    now = timezone.now()
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_from=now - timedelta(days=20), accounted_until=now
+    )
+    response = signed_in(client, personas.org_admin).get(DELIVERY)
+    assert len(response.context["timeseries"]["data"][0]["x"]) == 7
