@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Max
 
-from governance.choices import Role
-from governance.models import Cluster, CostRate, Project, RoleAssignment
+from governance.choices import AuditAction, Role
+from governance.models import AuditEvent, Cluster, CostRate, Project, RoleAssignment
 from governance.selectors.health import cluster_health
 from governance.selectors.visibility import user_visibility
 from scheduler.choices import NodeState, RunEndReason, WorkloadState
@@ -138,3 +138,14 @@ def test_the_window_is_the_one_whose_demand_is_nearest_the_target():
         job(9 * day, 1, 60),
     )
     assert history_window(jobs, gpus=8, days=2) == (1 * day, 3 * day)
+
+
+def test_load_demo_with_history_leaves_an_operator_drain_and_a_forced_preemption(settings):
+    settings.SIMULATED_EXECUTOR_SPEEDUP = 1
+    call_command("load_demo", "--history-days", "2", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {AuditAction.NODE_DRAIN, AuditAction.RUN_PREEMPT_FORCED} <= actions
+    assert Node.objects.filter(state=NodeState.DRAINING).count() == 1
+    forced = Run.objects.get(stop_reason=RunEndReason.PREEMPTED, preempted_by__isnull=True,
+                             stop_requested_at__isnull=False, ended_at__isnull=True)  # fmt: skip
+    assert forced.workload.state == WorkloadState.PREEMPTED

@@ -114,6 +114,34 @@ class Command(BaseCommand):
             self._history(history_days)
         self._print_accounts()
 
+    def _operator_moments(self, cluster: Cluster, now) -> None:
+        """What an operator did as the history ended, through the real services (so the
+        audit, the nodes page and the workload's runs show it): one node drained for a
+        repair, one running workload preempted by hand."""
+        from scheduler.choices import WorkloadState
+        from scheduler.models import Node, Workload
+        from scheduler.services.nodes import node_drain
+        from scheduler.services.preemptions import workload_preempt_force
+
+        admin = get_user_model().objects.get(username="admin")
+        node = Node.objects.filter(cluster=cluster).order_by("-name").first()
+        node_drain(
+            node=node, actor=admin, reason="Fan replacement booked with the vendor.", now=now
+        )
+        running = (
+            Workload.objects.filter(cluster=cluster, state=WorkloadState.RUNNING)
+            .exclude(runs__run_nodes__node=node)
+            .order_by("-state_changed_at", "-id")
+            .first()
+        )
+        if running is not None:
+            workload_preempt_force(
+                workload=running,
+                actor=admin,
+                reason="Its owner reports it hung in a collective; stopped to free the GPUs.",
+                now=now,
+            )
+
     def _history(self, days: int) -> None:
         from scheduler.executors.demo_history import demo_history_build
 
@@ -125,6 +153,7 @@ class Command(BaseCommand):
         if report is None:
             self.stdout.write("The demo cluster already has a past; its history is kept.")
             return
+        self._operator_moments(cluster, report.end)
         self.stdout.write(
             self.style.SUCCESS(
                 f"History: {days} days from {report.start:%Y-%m-%d %H:%M} UTC, "
