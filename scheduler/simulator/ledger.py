@@ -2,7 +2,8 @@
 
 Every project has three piecewise-constant rates — charged GPUs (running with a minimum
 runtime above 0), free-lane GPUs (minimum runtime 0, never charged) and demand (GPUs of its
-pending and running workloads). The ledger integrates them into hourly GPU-second buckets.
+pending and running charged workloads: free-lane work asks for nothing owed, as in the live
+loop's accounting). The ledger integrates them into hourly GPU-second buckets.
 A project's buckets are brought up to date only when its rates change or an hour closes, so
 an event costs O(1) and an hour boundary O(projects).
 

@@ -319,7 +319,8 @@ def replay(
             if gen != rec.gen or kind != _FINISH:
                 continue  # a stale event of a preempted run, or an expiry (it only wakes us)
             sched.finish(rec.id)
-            ledger.change(rec.project, t, demand=-rec.gpus)
+            if rec.min_runtime > 0:  # free-lane work asks for nothing owed
+                ledger.change(rec.project, t, demand=-rec.gpus)
             end_run(rec, j, t, preempted=False)
             rec.end = t
             rec.remaining = 0.0
@@ -327,7 +328,8 @@ def replay(
         while submit_i < n and jobs[submit_i].submit <= t:
             rec = jobs[submit_i]
             sched.submit(workloads[submit_i])
-            ledger.change(rec.project, t, demand=rec.gpus)
+            if rec.min_runtime > 0:
+                ledger.change(rec.project, t, demand=rec.gpus)
             submit_i += 1
 
         if not sched.pending_count():

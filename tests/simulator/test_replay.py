@@ -76,6 +76,16 @@ def test_the_free_lane_is_not_charged():
     assert team_a["free_gpu_hours"] == 2.0
 
 
+def test_free_lane_work_asks_for_nothing_owed():
+    # A asks only for free-lane GPUs: it can never be charged, so nothing is owed to it (it
+    # used to be owed its entitlement and read 0 % delivered).
+    t = trace("free,0,3600,2,A,0,", "paid,0,3600,2,B,600,")
+    result = replay(t, two_teams(), ReplayConfig(gpus=8, policy="fifo"))
+    teams = {x["project"]: x for x in compute_metrics(result)["teams"]}
+    assert teams["A"]["owed_gpu_hours"] == 0
+    assert teams["B"]["owed_gpu_hours"] == 2.0
+
+
 def test_jobs_that_can_never_start_end_the_replay_and_are_counted():
     # Partition holds each team to its share: A's 8-GPU job can never fit in 4 GPUs.
     t = trace("big,0,3600,8,A,,", "small,0,3600,2,B,,")
