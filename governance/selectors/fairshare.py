@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Program, Project, UsageDay
 from governance.selectors.tree import shares_at
-from governance.selectors.usage import usage_sources
+from governance.selectors.usage import accounting_began, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
@@ -90,7 +90,8 @@ class FairShareView:
     ``rows`` walk the tree depth-first in ranking order (each parent, then its children,
     first-to-go first; unbudgeted children last). ``project_order`` lists the visible
     projects in the engine's order. ``instants`` are the ends of the last days (UTC
-    midnights) followed by ``now``: the points of each row's history.
+    midnights; of the last hours when accounting began under two days ago) followed by
+    ``now``: the points of each row's history. ``hourly`` says which.
     """
 
     cluster: Cluster
@@ -101,6 +102,12 @@ class FairShareView:
     project_order: list[FairShareRow]
     budgeted_projects: int
     total_projects: int
+
+    @property
+    def hourly(self) -> bool:
+        """The history's points are hours (accounting began under two days ago)."""
+        past = self.instants[:-1]
+        return len(past) > 1 and past[1] - past[0] < DAY
 
     def children_of(self, key: tuple[str, int]) -> list[FairShareRow]:
         """The visible children of the node ``key``, in ranking order."""
@@ -131,8 +138,18 @@ def _whole_keys(visibility, organization_id: int, programs, projects) -> set[tup
     return keys
 
 
-def _history_instants(now: datetime, days: int) -> list[datetime]:
-    """The UTC midnights ending each of the last ``days`` days, then ``now``."""
+def _history_instants(now: datetime, days: int, began: datetime | None = None) -> list[datetime]:
+    """The UTC midnights ending each of the last ``days`` days, then ``now``; when accounting
+    ``began`` less than two days ago, the ends of its hours instead (a new installation's
+    history would otherwise be one or two dots)."""
+    if began is not None and now - began < 2 * DAY:
+        hour = timedelta(hours=1)
+        t = began.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + hour
+        hours = []
+        while t < now:
+            hours.append(t)
+            t += hour
+        return [*hours, now]
     today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     points = [today - DAY * (days - 1 - k) for k in range(days)]
     points = [p for p in points if p < now]
@@ -316,7 +333,7 @@ def fairshare_ranking(
     all_project_ids = [p.id for p in projects]
     programs_by_slug = {p.slug: p.id for p in programs}
 
-    instants = _history_instants(now, days)
+    instants = _history_instants(now, days, accounting_began(cluster=cluster))
     past_usage = _windowed_usage(cluster, instants[:-1], window)
     current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
     budgets = _budgets_at(cluster, instants)

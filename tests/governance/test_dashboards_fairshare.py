@@ -219,3 +219,29 @@ def test_history_from_the_daily_cache_is_the_same(personas, usage):
     after = fairshare_ranking(visibility=visibility, cluster=personas.cluster, now=usage, days=3)
     assert [r.history for r in after.rows] == [r.history for r in before.rows]
     assert [r.rank_history for r in after.rows] == [r.rank_history for r in before.rows]
+
+
+def test_a_new_installation_has_an_hourly_history(personas):
+    """Five hours of accounting: fourteen daily points would be one dot and "now"; the
+    history has a point at the end of every hour since accounting began."""
+    now = datetime(2026, 3, 10, 14, 20, tzinfo=UTC)
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_from=now - timedelta(hours=5), accounted_until=now
+    )
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin), cluster=personas.cluster, now=now
+    )
+    hours = [datetime(2026, 3, 10, h, tzinfo=UTC) for h in (10, 11, 12, 13, 14)]
+    assert view.instants == [*hours, now]
+    assert view.hourly
+
+
+def test_weeks_of_accounting_keep_daily_points(personas):
+    now = datetime(2026, 3, 10, 14, 20, tzinfo=UTC)
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_from=now - timedelta(days=20), accounted_until=now
+    )
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin), cluster=personas.cluster, now=now
+    )
+    assert len(view.instants) == 15 and not view.hourly
