@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch, Q
+from django.db.models import Case, Count, Prefetch, Q, Value, When
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -25,7 +25,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
-from scheduler.choices import NodeState, RunEndReason, WorkloadState
+from scheduler.choices import DEMAND_STATES, NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
@@ -228,9 +228,12 @@ def _workloads_page(request: HttpRequest, form=None, status: int = 200) -> HttpR
     if mine:
         rows = rows.filter(submitted_by=request.user)
     counts = {s: 0 for s in WorkloadState.values}
-    for value in visible_workloads(vis).values_list("state", flat=True).iterator():
-        counts[value] += 1
-    page = list(rows.order_by("-submitted_at", "-id")[:PAGE_SIZE])
+    for value, n in visible_workloads(vis).values_list("state").annotate(n=Count("id")):
+        counts[value] += n
+    # Work still waiting or running first (a team with weeks of finished work would never
+    # see its queue otherwise), each part newest first.
+    active = Case(When(state__in=DEMAND_STATES, then=Value(0)), default=Value(1))
+    page = list(rows.order_by(active, "-submitted_at", "-id")[:PAGE_SIZE])
     _queue_facts(page)
     for workload in page:
         workload.can_cancel = workload.state not in (
@@ -259,8 +262,9 @@ def _workloads_page(request: HttpRequest, form=None, status: int = 200) -> HttpR
 @login_required
 @require_safe
 def workloads(request: HttpRequest) -> HttpResponse:
-    """My queue: workloads of the projects the user sees, newest first; ``?state=``,
-    ``?mine=1``. Pending ones carry an estimated start; members get a submit form."""
+    """My queue: workloads of the projects the user sees, waiting and running work first,
+    each part newest first; ``?state=``, ``?mine=1``. Pending ones carry an estimated start;
+    members get a submit form."""
     return _workloads_page(request)
 
 

@@ -123,3 +123,15 @@ def test_finance_has_no_submit_form_and_is_refused(personas):
     assert "Submit a workload" in browser(p.researcher).get("/workloads/").content.decode()
     response = browser(p.finance).post("/workloads/submit/", {"name": "x"})
     assert response.status_code == 403
+
+
+def test_waiting_work_comes_before_newer_finished_work(personas):
+    p = personas
+    began = timezone.now() - timedelta(hours=2)
+    waiting = submit(p, "waiting", 4, at=began, duration=3600)
+    done = submit(p, "done", 1, at=began + timedelta(hours=1), duration=60)
+    Workload.objects.filter(pk=done.pk).update(state=WorkloadState.SUCCEEDED)
+
+    names = [w.name for w in browser(p.researcher).get("/workloads/").context["workloads"]]
+    assert names.index("waiting") < names.index("done")
+    assert waiting.state == WorkloadState.PENDING
