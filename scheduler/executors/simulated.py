@@ -154,6 +154,26 @@ def finish_time(run: Run, factor: float) -> datetime:
     return run.started_at + timedelta(seconds=work / factor)
 
 
+def simulated_nodes_wake(*, now: datetime | None = None) -> int:
+    """Heartbeat every simulated cluster's nodes now (when the simulated executor is on);
+    returns how many nodes.
+
+    The simulated agents live inside the server: when it starts again after a stop, they are
+    as alive as it is. The server calls this before its periodic loop, so the first
+    heartbeat check does not find them silent since the stop and mark them all down, ending
+    every run on them (a restarted demo lost all its running work).
+    """
+    if not getattr(settings, "SIMULATED_EXECUTOR_ENABLED", True):
+        return 0
+    now = now or timezone.now()
+    woken = 0
+    for cluster in simulated_clusters():
+        nodes = list(Node.objects.filter(cluster=cluster, name__startswith=NODE_PREFIX))
+        _heartbeat(nodes, now)
+        woken += len(nodes)
+    return woken
+
+
 def _heartbeat(nodes: list[Node], now: datetime) -> None:
     """Heartbeat the simulated nodes: one UPDATE for the live ones; a node that the system
     marked down (its heartbeat lapsed while the server was stopped) goes through the

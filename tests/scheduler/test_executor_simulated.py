@@ -17,6 +17,7 @@ from scheduler.executors.simulated import (
     simulated_clusters,
     simulated_executor_step,
     simulated_nodes_ensure,
+    simulated_nodes_wake,
 )
 from scheduler.executors.tasks import simulated_executor_tick
 from scheduler.models import Node, Order, Run, UsageRecord, Workload
@@ -163,6 +164,20 @@ def test_simulated_nodes_heartbeat_and_come_back_after_a_lapse(personas):
     assert len(expired) == len(nodes)
     simulated_executor_step(cluster=personas.cluster, now=t0 + timedelta(hours=1, seconds=1))
     assert set(Node.objects.values_list("state", flat=True)) == {NodeState.HEALTHY}
+
+
+def test_a_restarted_server_wakes_its_simulated_nodes_before_any_heartbeat_check(personas):
+    # The server was stopped for an hour with work running; at its start the nodes are woken
+    # first, so the heartbeat check finds nothing silent and the run keeps going.
+    t0 = timezone.now() - timedelta(hours=1)
+    simulated_nodes_ensure(cluster=personas.cluster, now=t0)
+    workload = submit(personas, duration=10 * 3600)
+    scheduling_cycle_run(cluster_id=personas.cluster.id, now=t0)
+    from scheduler.services.nodes import nodes_expire_heartbeats
+
+    assert simulated_nodes_wake() == personas.cluster.nodes
+    assert nodes_expire_heartbeats() == []
+    assert Run.objects.get(workload=workload).ended_at is None
 
 
 # --- demo replay ----------------------------------------------------------------------------

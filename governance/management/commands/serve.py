@@ -69,8 +69,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args, host: str, port: int, **options):
+        from scheduler.executors.simulated import simulated_nodes_wake
+
         stop = threading.Event()
         worker = None
+        # Before the loop's first heartbeat check: the demo's in-server agents are alive.
+        simulated_nodes_wake()
         if settings.CELERY_TASK_ALWAYS_EAGER:
             # Task discovery is lazy; load every app's tasks module so the in-process loop
             # finds the scheduled tasks by name.
