@@ -11,7 +11,8 @@ then checks what every page and export is built from:
 - the cluster health of each day: availability and occupancy within 0 to 100 %, availability
   exactly 100 % when no node ever left service;
 - owed vs delivered: each program row is the sum of its projects', the organization's of its
-  programs'; the finance report's total equals the ledger.
+  programs'; the finance report's total equals the ledger, and the report API gives the same
+  GPU-seconds per project.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework.test import APIClient
 
 from governance.choices import Role
 from governance.models import Allocation, RoleAssignment
@@ -175,3 +177,28 @@ def _check(history) -> None:
         visibility=visibility, start=first_day.date(), end=end.date(), level="project"
     )
     assert report.totals.total_gpu_seconds == ledger_total(world.cluster)
+    # The dashboard's rows and the finance report agree per project, to the microsecond,
+    # over the same whole days.
+    last_midnight = end.replace(hour=0, minute=0, second=0) + timedelta(days=1)
+    days = usage_by_tree_node(
+        visibility=visibility, cluster=world.cluster, start=first_day, end=last_midnight
+    )
+    for row in days:
+        if row.kind == "project" and row.name in {r.project for r in report.rows}:
+            mine = next(r for r in report.rows if r.project == row.name)
+            assert (row.budgeted_gpu_seconds, row.burst_gpu_seconds, row.free_gpu_seconds) == (
+                mine.budgeted_gpu_seconds, mine.burst_gpu_seconds, mine.free_gpu_seconds,
+            ), row.name  # fmt: skip
+    # The API reads the same report: the same GPU-seconds, to the microsecond, per project.
+    api = APIClient()
+    api.force_authenticate(world.user)
+    body = api.get(
+        "/api/reports/usage/",
+        {"start": f"{first_day:%Y-%m-%d}", "end": f"{end:%Y-%m-%d}", "level": "project"},
+    ).json()
+    assert Decimal(body["totals"]["total_gpu_seconds"]) == ledger_total(world.cluster)
+    by_name = {r.project: r for r in report.rows}
+    for row in body["rows"]:
+        mine = by_name[row["project"]]
+        for name in ("budgeted_gpu_seconds", "burst_gpu_seconds", "free_gpu_seconds"):
+            assert Decimal(row[name]) == getattr(mine, name), (row["project"], name)
