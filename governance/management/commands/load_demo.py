@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -146,6 +147,8 @@ class Command(BaseCommand):
         from scheduler.executors.demo_history import demo_history_build
 
         cluster = Cluster.objects.get(organization__slug=ORGANIZATION["slug"], slug=CLUSTER["slug"])
+        # The node registrations run scheduling cycles in-process: no line per task here.
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
         started = time.perf_counter()
         report = demo_history_build(
             cluster=cluster, days=days, progress=lambda text: self.stdout.write(f"  {text} …")

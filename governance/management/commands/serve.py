@@ -31,11 +31,44 @@ def _as_schedule(value) -> schedules.BaseSchedule:
     return value
 
 
+STATUS_EVERY_SECONDS = 60
+
+
+class LastError:
+    """The latest failure of a scheduled task in this process, for the status line."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def record(self, task_name: str, exc: BaseException) -> None:
+        self.text = f"{task_name}: {type(exc).__name__}: {exc}"[:200]
+
+
+LAST_ERROR = LastError()
+
+
+def run_status_lines(stop: threading.Event, write, every: float = STATUS_EVERY_SECONDS) -> None:
+    """Write one line each ``every`` seconds: cycles, running, pending, nodes, last error.
+
+    ``make run`` prints this instead of a line per task (they ran every second or two, so the
+    demo accounts and any real error scrolled away at once); warnings and errors are still
+    logged as they happen.
+    """
+    from scheduler.selectors.status import loop_status
+
+    while not stop.wait(every):
+        try:
+            write(loop_status().line(LAST_ERROR.text))
+        except Exception:  # the status line must never take the server down
+            logger.exception("status line failed")
+
+
 def run_schedule_in_process(stop: threading.Event) -> None:
     """Run every entry of ``CELERY_BEAT_SCHEDULE`` in this process when it falls due.
 
     Interval entries run at once and then every interval; crontab entries (the monthly
-    report) wait for their next due time, exactly as Celery beat would run them.
+    report) wait for their next due time, exactly as Celery beat would run them. A failure is
+    logged and kept for the status line.
     """
     entries = []
     start = current_app.now()
@@ -53,8 +86,11 @@ def run_schedule_in_process(stop: threading.Event) -> None:
                 continue
             item[3] = current_app.now()
             try:
-                current_app.tasks[task_name].apply()
-            except Exception:  # a failing task must not stop the loop; it is logged
+                result = current_app.tasks[task_name].apply()
+                if result.failed():
+                    LAST_ERROR.record(task_name, result.result)
+            except Exception as exc:  # a failing task must not stop the loop; it is logged
+                LAST_ERROR.record(task_name, exc)
                 logger.exception("scheduled task %s failed", task_name)
         stop.wait(0.5)
 
@@ -75,6 +111,14 @@ class Command(BaseCommand):
         worker = None
         # Before the loop's first heartbeat check: the demo's in-server agents are alive.
         simulated_nodes_wake()
+        # One status line a minute instead of a line per task (warnings and errors stay).
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+        threading.Thread(
+            target=run_status_lines,
+            args=(stop, self.stdout.write),
+            daemon=True,
+            name="status",
+        ).start()
         if settings.CELERY_TASK_ALWAYS_EAGER:
             # Task discovery is lazy; load every app's tasks module so the in-process loop
             # finds the scheduled tasks by name.
@@ -89,7 +133,7 @@ class Command(BaseCommand):
             )
             worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "governance", "worker", "--beat",
-                 "--loglevel=INFO", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
+                 "--loglevel=WARNING", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE,
                  "--schedule", str(settings.BASE_DIR / "var" / "celerybeat-schedule")]
             )  # fmt: skip
         try:
