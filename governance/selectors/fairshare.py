@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Program, Project, UsageDay
 from governance.selectors.tree import shares_at
-from governance.selectors.usage import accounting_began, usage_sources
+from governance.selectors.usage import first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
@@ -138,13 +138,15 @@ def _whole_keys(visibility, organization_id: int, programs, projects) -> set[tup
     return keys
 
 
-def _history_instants(now: datetime, days: int, began: datetime | None = None) -> list[datetime]:
-    """The UTC midnights ending each of the last ``days`` days, then ``now``; when accounting
-    ``began`` less than two days ago, the ends of its hours instead (a new installation's
-    history would otherwise be one or two dots)."""
-    if began is not None and now - began < 2 * DAY:
+def _history_instants(
+    now: datetime, days: int, first_hour: datetime | None = None
+) -> list[datetime]:
+    """The UTC midnights ending each of the last ``days`` days, then ``now``; from a new
+    installation's ``first_hour`` (``first_accounted_hour``), the ends of its hours instead
+    (its history would otherwise be one or two dots)."""
+    if first_hour is not None:
         hour = timedelta(hours=1)
-        t = began.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + hour
+        t = first_hour + hour
         hours = []
         while t < now:
             hours.append(t)
@@ -333,7 +335,7 @@ def fairshare_ranking(
     all_project_ids = [p.id for p in projects]
     programs_by_slug = {p.slug: p.id for p in programs}
 
-    instants = _history_instants(now, days, accounting_began(cluster=cluster))
+    instants = _history_instants(now, days, first_accounted_hour(cluster=cluster, until=now))
     past_usage = _windowed_usage(cluster, instants[:-1], window)
     current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
     budgets = _budgets_at(cluster, instants)

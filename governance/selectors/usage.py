@@ -29,13 +29,15 @@ from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, Whe
 from django.db.models.functions import Least, TruncDay, TruncHour
 
 from governance.models import Cluster, Organization, Program, Project, UsageDay, UsageDayCursor
-from scheduler.models import UsageHour
+from scheduler.models import AccountingCursor, UsageHour
 
 ZERO = Decimal("0")
 SECONDS_PER_HOUR = Decimal("3600")
 
 LEVELS = ("organization", "program", "project")
 BUCKETS = ("hour", "day")
+# Less accounted past than this and charts draw hours, not days (``first_accounted_hour``).
+HOURLY_HISTORY_UNDER = timedelta(days=2)
 
 
 def _hours(seconds: Decimal) -> Decimal:
@@ -548,12 +550,18 @@ def usage_timeseries(
     return points
 
 
-def accounting_began(*, cluster: Cluster) -> datetime | None:
-    """When usage accounting of ``cluster`` began (None: not yet): no figure exists before."""
-    from scheduler.models import AccountingCursor
+def first_accounted_hour(*, cluster: Cluster, until: datetime) -> datetime | None:
+    """The UTC hour accounting of ``cluster`` began in, when that was under two days before
+    ``until`` (a new installation); None otherwise, or before any accounting.
 
-    return (
+    Charts over such a short past draw hours, not days: daily points would be one or two
+    dots. One rule for every chart that has to choose.
+    """
+    began = (
         AccountingCursor.objects.filter(cluster=cluster)
         .values_list("accounted_from", flat=True)
         .first()
     )
+    if began is None or until - began >= HOURLY_HISTORY_UNDER:
+        return None
+    return began.astimezone(UTC).replace(minute=0, second=0, microsecond=0)

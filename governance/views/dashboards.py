@@ -37,7 +37,7 @@ from governance.selectors.fairshare import FairShareRow, fairshare_ranking
 from governance.selectors.health import cluster_health
 from governance.selectors.usage import (
     UsageRow,
-    accounting_began,
+    first_accounted_hour,
     usage_by_tree_node,
     usage_timeseries,
 )
@@ -236,10 +236,9 @@ def _series_span(period: Period, cluster) -> tuple[datetime, datetime, str]:
     """The time series' start, end and bucket: by the hour from the first accounted hour to
     the hour in progress when the period holds under two days of figures (a new
     installation: daily bars would be one or two stubs), else the period's own."""
-    began = accounting_began(cluster=cluster)
-    if began is not None and began > period.start and period.end - began < 2 * DAY:
+    start = first_accounted_hour(cluster=cluster, until=period.end)
+    if start is not None and start > period.start:
         hour = timedelta(hours=1)
-        start = began.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         now = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         return start, min(period.end, max(now + hour, start + hour)), "hour"
     return period.start, period.end, period.bucket

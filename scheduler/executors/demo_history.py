@@ -147,7 +147,9 @@ def demo_history_build(
 
     report = HistoryReport(start=real(t_start), end=now)
     with transaction.atomic():
-        nodes = sorted(simulated_nodes_ensure(cluster=cluster, now=real(t_start)), key=_name)
+        nodes = sorted(
+            simulated_nodes_ensure(cluster=cluster, now=real(t_start)), key=lambda n: n.name
+        )
         # The nodes lived through the history: their last heartbeat is now, or the first
         # heartbeat check would mark them all down and end the work running on them.
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(last_heartbeat=now)
@@ -180,10 +182,6 @@ def demo_history_build(
     lap("daily cache")
     report.timings = timings
     return report
-
-
-def _name(node) -> str:
-    return node.name
 
 
 def _store_workloads(cluster, result, projects, index_of, jobs, real, t_end) -> dict:

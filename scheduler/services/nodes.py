@@ -54,48 +54,31 @@ def _set_state(
     """
     with locked_transaction(ACCOUNTING_LOCK, node.cluster_id, wait=True):
         usage_account(cluster=Cluster.objects.get(pk=node.cluster_id), now=now)
-        return _compare_and_set(
-            node=node, allowed=allowed, state=state, source=source, actor=actor,
-            reason=reason, now=now, audit=audit,
-        )  # fmt: skip
-
-
-def _compare_and_set(
-    *,
-    node: Node,
-    allowed: tuple[str, ...],
-    state: str,
-    source: str,
-    actor,
-    reason: str,
-    now,
-    audit: str | None,
-) -> bool:
-    previous = (
-        Node.objects.select_for_update()
-        .filter(pk=node.pk, state__in=allowed)
-        .values_list("state", flat=True)
-        .first()
-    )
-    if previous is None:
-        return False
-    Node.objects.filter(pk=node.pk).update(
-        state=state,
-        state_source=source,
-        state_reason=reason,
-        state_changed_at=now,
-        state_changed_by=actor,
-    )
-    node_state_audit(
-        node=node,
-        action=audit or AUDIT_ACTIONS[state],
-        actor=actor,
-        before=previous,
-        after=state,
-        reason=reason,
-        now=now,
-    )
-    return True
+        previous = (
+            Node.objects.select_for_update()
+            .filter(pk=node.pk, state__in=allowed)
+            .values_list("state", flat=True)
+            .first()
+        )
+        if previous is None:
+            return False
+        Node.objects.filter(pk=node.pk).update(
+            state=state,
+            state_source=source,
+            state_reason=reason,
+            state_changed_at=now,
+            state_changed_by=actor,
+        )
+        node_state_audit(
+            node=node,
+            action=audit or AUDIT_ACTIONS[state],
+            actor=actor,
+            before=previous,
+            after=state,
+            reason=reason,
+            now=now,
+        )
+        return True
 
 
 def node_state_audit(

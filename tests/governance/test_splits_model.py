@@ -117,7 +117,7 @@ def _run(personas, operations) -> None:
         day = today + timedelta(days=op["start"])
         until = day + timedelta(days=op["length"]) if op["length"] else None
         start = start_of_day(day)
-        before = list(Allocation.objects.order_by("id").values_list("id", flat=True))
+        before = _ids()
         if op["kind"] == "split":
             query = {"valid_from": day.isoformat()} if op["start"] else {}
             page = manager.get(url, query)
@@ -137,25 +137,13 @@ def _run(personas, operations) -> None:
                 },
             )
             if response.status_code != 302:
-                assert list(Allocation.objects.order_by("id").values_list("id", flat=True)) == (
-                    before
-                )
+                assert _ids() == before  # refused: nothing written
                 continue
             at = start if op["start"] else _created(before)
             # The editor's promise: from its start, every child is what it showed.
             expected = {names[pk]: value for pk, value in typed.items() if value}
             assert tree(at) == expected
-            for allocation in Allocation.objects.exclude(id__in=before).order_by("id"):
-                seq += 1
-                entries.append(
-                    Entry(
-                        names[allocation.project_id],
-                        allocation.percent,
-                        allocation.valid_from,
-                        allocation.valid_to,
-                        seq,
-                    )
-                )
+            seq = _record_new(entries, before, names, seq)
             written = {names[a.project_id] for a in Allocation.objects.exclude(id__in=before)}
             if until:
                 assert written == {n for n, v in expected.items()} | {
@@ -176,21 +164,9 @@ def _run(personas, operations) -> None:
                 )
                 approval_approve(actor=personas.program_manager, approval_request=request)
             except ValidationError:
-                assert list(Allocation.objects.order_by("id").values_list("id", flat=True)) == (
-                    before
-                )
+                assert _ids() == before  # refused: nothing written
                 continue
-            for allocation in Allocation.objects.exclude(id__in=before).order_by("id"):
-                seq += 1
-                entries.append(
-                    Entry(
-                        names[allocation.project_id],
-                        allocation.percent,
-                        allocation.valid_from,
-                        allocation.valid_to,
-                        seq,
-                    )
-                )
+            seq = _record_new(entries, before, names, seq)
 
     instants = {start_of_day(today + timedelta(days=d)) for d in range(2 * HORIZON + 2)}
     instants |= {e.start for e in entries} | {e.end for e in entries if e.end}
@@ -199,6 +175,26 @@ def _run(personas, operations) -> None:
             continue
         assert tree(at) == model_tree(entries, at), at
         assert sum(tree(at).values(), Decimal(0)) <= 100, at
+
+
+def _ids() -> list[int]:
+    return list(Allocation.objects.order_by("id").values_list("id", flat=True))
+
+
+def _record_new(entries: list[Entry], before: list[int], names: dict, seq: int) -> int:
+    """Add the rows stored since ``before`` to the model, in save order; the last seq."""
+    for allocation in Allocation.objects.exclude(id__in=before).order_by("id"):
+        seq += 1
+        entries.append(
+            Entry(
+                names[allocation.project_id],
+                allocation.percent,
+                allocation.valid_from,
+                allocation.valid_to,
+                seq,
+            )
+        )
+    return seq
 
 
 def _created(before: list[int]) -> datetime:
