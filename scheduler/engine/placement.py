@@ -84,6 +84,7 @@ class Capacity:
         self.empty: list[int] = []
         self.free_total = 0  # free GPUs on schedulable nodes
         self._healthy: int | None = None
+        self._healthy_nodes = 0
         # Bumped whenever any node's work, free GPUs or state changes: caches of orders over
         # the nodes stay valid while it holds.
         self.version = 0
@@ -177,7 +178,9 @@ class Capacity:
     def healthy_gpus(self) -> int:
         """GPUs on healthy nodes (what entitlement is computed from); cached per state change."""
         if self._healthy is None:
-            self._healthy = sum(n.gpus for n in self.nodes if n.state == NodeState.HEALTHY)
+            healthy = [n for n in self.nodes if n.state == NodeState.HEALTHY]
+            self._healthy = sum(n.gpus for n in healthy)
+            self._healthy_nodes = len(healthy)
         return self._healthy
 
     def state_changed(self) -> None:
@@ -185,5 +188,6 @@ class Capacity:
         self._healthy = None
 
     def healthy_nodes(self) -> int:
-        """How many nodes are healthy."""
-        return sum(1 for n in self.nodes if n.state == NodeState.HEALTHY)
+        """How many nodes are healthy (cached like ``healthy_gpus``)."""
+        self.healthy_gpus()
+        return self._healthy_nodes

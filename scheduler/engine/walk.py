@@ -423,7 +423,7 @@ class Walk:
         view = self.view
         if not view.may_clear_for_gang(job) or self._preemptions_left() <= 0:
             return False
-        s, cap, now, reserved = self.s, self.cap, self.now, self.reserved
+        s = self.s
         log = s._opp_log
         # Memo of a failure: a node only becomes clearable through an entry in the
         # opportunity log (work on it stopped or passed its minimum runtime, free-lane work
@@ -442,40 +442,7 @@ class Walk:
             ):
                 return False
         log_len = len(log)
-        eligible = self._eligible_for(job)
-        free_lane = s.policy.free_lane
-
-        def clearable(victim: Job) -> bool:
-            if victim.start >= now or victim.nodes > 1:
-                return False  # never undo a start of this cycle; a gang victim is not split
-            if not victim.charged:
-                return free_lane
-            if victim.project == job.project:
-                return eligible(victim)
-            return victim.evictable
-
-        # (lost, position, node, workloads on it, other teams' charged GPUs on it)
-        options: list[tuple[float, int, NodeRec, list[Job], dict[str, int]]] = []
-        admissible = 0  # reserved nodes included: the memo must not depend on them
-        skip_hard = s.incremental  # the reference looks at every workload on every node
-        for rec in cap.nodes:
-            if (skip_hard and rec.hard) or rec.state != NodeState.HEALTHY:
-                continue
-            if rec.gpus < job.per_node:
-                continue
-            on_node = [s._run[w] for w in rec.running]
-            if not all(clearable(v) for v in on_node):
-                continue
-            cross: dict[str, int] = {}
-            for v in on_node:
-                if v.charged and v.project != job.project:
-                    cross[v.project] = cross.get(v.project, 0) + v.gpus
-            if cross and not view.gang_victims_ok(job, cross):
-                continue
-            admissible += 1
-            if rec.idx not in reserved:
-                lost = sum(self._lost_of(v) for v in on_node)
-                options.append((lost, rec.idx, rec, on_node, cross))
+        admissible, options = self._clear_options(job)
         if admissible < job.nodes:
             if memo:
                 job.clear_pos, job.clear_count, job.clear_room = log_len, admissible, room
@@ -504,6 +471,48 @@ class Walk:
         self._evict_and_start(job, VictimChoice(nodes, evict, sum(o[0] for o in chosen)))
         return True
 
+    def _clear_options(
+        self, job: Job
+    ) -> tuple[int, list[tuple[float, int, NodeRec, list[Job], dict[str, int]]]]:
+        """The nodes gang ``job`` may clear now: (how many are admissible, reserved ones
+        included; the unreserved ones as (lost, position, node, its workloads, other teams'
+        charged GPUs on it)). See ``_clear_for_gang``."""
+        s, view, now, reserved = self.s, self.view, self.now, self.reserved
+        eligible = self._eligible_for(job)
+        free_lane = s.policy.free_lane
+
+        def clearable(victim: Job) -> bool:
+            if victim.start >= now or victim.nodes > 1:
+                return False  # never undo a start of this cycle; a gang victim is not split
+            if not victim.charged:
+                return free_lane
+            if victim.project == job.project:
+                return eligible(victim)
+            return victim.evictable
+
+        options: list[tuple[float, int, NodeRec, list[Job], dict[str, int]]] = []
+        admissible = 0  # reserved nodes included: the memo must not depend on them
+        skip_hard = s.incremental  # the reference looks at every workload on every node
+        for rec in self.cap.nodes:
+            if (skip_hard and rec.hard) or rec.state != NodeState.HEALTHY:
+                continue
+            if rec.gpus < job.per_node:
+                continue
+            on_node = [s._run[w] for w in rec.running]
+            if not all(clearable(v) for v in on_node):
+                continue
+            cross: dict[str, int] = {}
+            for v in on_node:
+                if v.charged and v.project != job.project:
+                    cross[v.project] = cross.get(v.project, 0) + v.gpus
+            if cross and not view.gang_victims_ok(job, cross):
+                continue
+            admissible += 1
+            if rec.idx not in reserved:
+                lost = sum(self._lost_of(v) for v in on_node)
+                options.append((lost, rec.idx, rec, on_node, cross))
+        return admissible, options
+
     # -- reservations
 
     def _reserve(self, job: Job) -> None:
@@ -513,16 +522,20 @@ class Walk:
         GPUs. A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
         of its group (reserving many nodes idles them, so give packing a chance first); it
         picks empty nodes first, then those whose work may be preempted soonest.
-        Reservations stop when ``max_reserved_fraction`` of healthy nodes are held.
+        Holds stop when ``max_reserved_fraction`` of healthy nodes are held; a gang's wait
+        and the clearing of nodes for it do not stop with them.
         """
         cap, reserved = self.cap, self.reserved
-        if len(reserved) >= self.reserve_budget:
-            return
         if job.nodes == 1:
+            if len(reserved) >= self.reserve_budget:
+                return
             rec = cap.most_free_node(job.gpus, reserved)
             if rec is not None and rec.gpus >= job.gpus:
                 reserved[rec.idx] = job.id
             return
+        # A gang's wait and its right to have nodes cleared do not depend on the cap on
+        # held nodes: clearing holds nothing, and a gang that could not hold because other
+        # work held the cap would otherwise never start its wait.
         now = self.now
         if job.head_since is None:
             job.head_since = now
@@ -590,11 +603,58 @@ class Walk:
             )
         ]
         held = sorted(self.cap.nodes[i].name for i, w in self.reserved.items() if w == job.id)
-        if held:
+        if job.nodes > 1:
+            parts.extend(self._gang_phrases(job, held))
+        elif held:
             parts.append("holding " + ", ".join(held) + " until they free")
         if job.lane == 0 and job.charged and self.s.policy.preempts:
             parts.append(words.next_victim(self._next_victim_in(job)))
         return "; ".join(parts)
+
+    def _gang_phrases(self, job: Job, held: list[str]) -> list[str]:
+        """Why a gang has not started: what it holds, when it will hold whole nodes or why
+        it cannot, and how many of the nodes it needs could be cleared for it now."""
+        params, now = self.params, self.now
+        if held:
+            return [
+                f"holding {', '.join(held)} ({len(held)} of the {job.nodes} nodes it needs) "
+                "until they free"
+            ]
+        if job.lane != 0:
+            return []
+        due = None if job.head_since is None else job.head_since + params.gang_reserve_after
+        if due is not None and now < due:
+            return [
+                f"holds whole nodes in {words.duration(due - now)} (a gang first waits "
+                f"{words.duration(params.gang_reserve_after)} at the head of its project's "
+                "queue, since held nodes stand idle)"
+            ]
+        phrases = []
+        budget, taken = self.reserve_budget, len(self.reserved)
+        if job.nodes > budget:
+            phrases.append(
+                f"needs more nodes than may be held at once ({budget}, "
+                f"{params.max_reserved_fraction * 100:.0f} % of healthy nodes)"
+            )
+        elif taken + job.nodes > budget:
+            phrases.append(
+                f"cannot hold its {job.nodes} nodes: {taken} of the {budget} nodes that may be "
+                "held at once are held for work ranked ahead"
+            )
+        if due is None or not (job.charged and self.s.policy.preempts):
+            return phrases
+        if self.view.may_clear_for_gang(job):
+            admissible, _ = self._clear_options(job)
+            phrases.append(
+                f"{admissible} of the {job.nodes} nodes it needs could be cleared for it now "
+                "(empty, or running only work past its minimum runtime that may be preempted "
+                "for it)"
+            )
+        elif not self.view.is_guaranteed(job.project):
+            phrases.append(
+                "no nodes are cleared for it: its project already runs at least its entitlement"
+            )
+        return phrases
 
     def _next_victim_in(self, job: Job) -> float | None:
         """Seconds until the first running workload this job could preempt is preemptible."""

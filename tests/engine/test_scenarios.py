@@ -231,6 +231,27 @@ def test_gang_waiting_past_the_bound_reserves_nodes_so_small_jobs_cannot_starve_
     ]
 
 
+def test_gang_gets_nodes_cleared_past_the_bound_even_when_no_node_may_be_held():
+    # No node may be held (the cap on held nodes is spent). Team b is below its entitlement
+    # (0 of 16 GPUs) and its gang needs 24, more than a reclaim may take; project c has no
+    # budget and runs 4 GPUs on each of n1-n3, past their minimum runtime. Holding nothing
+    # must not stop the gang's wait from counting, nor its right to have nodes cleared.
+    sched = scheduler(
+        nodes(4), flat_tree(a=50, b=50), gang_reserve_after=30 * MINUTE, max_reserved_fraction=0.0
+    )
+    sched.add_running(work("a0", "a", 8, min_runtime=8 * HOUR), {"n0": 8}, 0.0)
+    for i in (1, 2, 3):
+        sched.add_running(work(f"c{i}", "c", 4, min_runtime=HOUR), {f"n{i}": 4}, 0.0)
+    sched.submit(work("gang", "b", 24, nodes=3, submit=2 * HOUR))
+    usage = {"a": 1e6, "b": 0.0}
+    assert sched.cycle(2 * HOUR, usage).starts == []
+    result = sched.cycle(2 * HOUR + 31 * MINUTE, usage)
+    assert sorted(_ids(result.preemptions)) == ["c1", "c2", "c3"]
+    assert [(s.workload_id, s.placement) for s in result.starts] == [
+        ("gang", {"n1": 8, "n2": 8, "n3": 8})
+    ]
+
+
 def test_backfill_uses_free_gpus_but_not_the_node_held_for_a_blocked_bigger_job():
     sched = scheduler(nodes(2), flat_tree(a=50, b=50))
     sched.add_running(work("x", "b", 5, min_runtime=8 * HOUR), {"n0": 5}, 0.0)

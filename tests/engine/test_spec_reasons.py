@@ -112,3 +112,70 @@ def test_start_and_preemption_orders_carry_reasons():
     assert result.preemptions[0].reason.strip()
     assert [s.workload_id for s in result.starts] == ["b-debug"]
     assert result.starts[0].reason.strip()
+
+
+def gang_world(**params):
+    """4 nodes; alpha and beta are owed 16 GPUs each. beta runs 8 GPUs on every node: on
+    n0 and n1 for 8 protected hours, on n2 and n3 past a one-hour minimum runtime."""
+    sched = build_scheduler(
+        build_nodes(4), budget("root", 100, leaf("alpha", 50), leaf("beta", 50)), **params
+    )
+    for i, (minimum, started) in enumerate([(8 * HOUR, NOW)] * 2 + [(HOUR, NOW - 2 * HOUR)] * 2):
+        run = build_workload(f"b{i}", "beta", 8, min_runtime=minimum)
+        sched.add_running(run, {f"n{i}": 8}, started)
+    return sched
+
+
+def test_a_blocked_gang_says_when_it_will_hold_nodes():
+    sched = gang_world()
+    sched.submit(build_workload("a-gang", "alpha", 32, nodes=4, submit=NOW))
+    reason = sched.cycle(NOW, {}, explain=True).reasons["a-gang"]
+    assert "holds whole nodes in 30 min" in reason, reason
+    reason = sched.cycle(NOW + 10 * MINUTE, {}, explain=True).reasons["a-gang"]
+    assert "holds whole nodes in 20 min" in reason, reason
+
+
+def test_a_gang_past_its_wait_says_how_many_nodes_could_be_cleared_and_why_it_holds_none():
+    # Three nodes needed; only n2 and n3 run work past its minimum runtime, and beta runs
+    # 16 GPUs above its entitlement, so both may be cleared; at most 2 nodes may be held.
+    sched = gang_world()
+    sched.submit(build_workload("a-gang", "alpha", 24, nodes=3, submit=NOW))
+    sched.cycle(NOW, {}, explain=True)
+    result = sched.cycle(NOW + 31 * MINUTE, {}, explain=True)
+    assert not result.starts and not result.preemptions
+    reason = result.reasons["a-gang"]
+    assert "2 of the 3 nodes it needs could be cleared for it now" in reason, reason
+    assert "needs more nodes than may be held at once (2," in reason, reason
+
+
+def test_a_gang_that_holds_nodes_names_them_and_how_many_it_needs():
+    sched = gang_world()
+    for i in (2, 3):
+        sched.finish(f"b{i}")
+    sched.add_running(build_workload("b2", "beta", 8, min_runtime=8 * HOUR), {"n2": 8}, NOW)
+    sched.add_running(build_workload("b3", "beta", 4, min_runtime=8 * HOUR), {"n3": 4}, NOW)
+    sched.submit(build_workload("a-gang", "alpha", 16, nodes=2, submit=NOW))
+    sched.cycle(NOW, {}, explain=True)
+    reason = sched.cycle(NOW + 31 * MINUTE, {}, explain=True).reasons["a-gang"]
+    # n3 is the emptiest node (4 GPUs in use), then the others by name.
+    assert "holding n0, n3 (2 of the 2 nodes it needs) until they free" in reason, reason
+
+
+def test_a_gang_of_a_team_at_its_entitlement_is_told_no_nodes_are_cleared_for_it():
+    # alpha already runs its 16 GPUs (n2, n3); beta runs n0 and 7 GPUs of n1 (one GPU is
+    # free, so the walk reaches alpha's turn); no node may be held.
+    sched = build_scheduler(
+        build_nodes(4),
+        budget("root", 100, leaf("alpha", 50), leaf("beta", 50)),
+        max_reserved_fraction=0.0,
+    )
+    for i, (project, gpus) in enumerate([("beta", 8), ("beta", 7), ("alpha", 8), ("alpha", 8)]):
+        run = build_workload(f"r{i}", project, gpus, min_runtime=HOUR)
+        sched.add_running(run, {f"n{i}": gpus}, NOW - 2 * HOUR)
+    sched.submit(build_workload("a-gang", "alpha", 16, nodes=2, submit=NOW))
+    sched.cycle(NOW, {}, explain=True)
+    reason = sched.cycle(NOW + 31 * MINUTE, {}, explain=True).reasons["a-gang"]
+    assert "no nodes are cleared for it: its project already runs at least its entitlement" in (
+        reason
+    ), reason
+    assert "needs more nodes than may be held at once (0, 0 % of healthy nodes)" in reason, reason
