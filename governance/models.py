@@ -14,6 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from governance.choices import (
     ORGANIZATION_ROLES,
@@ -223,7 +224,7 @@ class Allocation(models.Model):
         on_delete=models.PROTECT,
         related_name="allocations",
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["cluster_id", "valid_from", "id"]
@@ -286,8 +287,8 @@ class ApprovalRequest(models.Model):
     state = models.CharField(
         max_length=20, choices=ApprovalState.choices, default=ApprovalState.DRAFT
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -368,7 +369,7 @@ class ApprovalDecision(models.Model):
     from_state = models.CharField(max_length=20, choices=ApprovalState.choices, blank=True)
     to_state = models.CharField(max_length=20, choices=ApprovalState.choices)
     comment = models.TextField(blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["request_id", "at", "id"]

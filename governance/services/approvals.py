@@ -50,6 +50,7 @@ def approval_request_create(
     effective_from: datetime | None = None,
     effective_to: datetime | None = None,
     submit: bool = True,
+    now: datetime | None = None,
 ) -> ApprovalRequest:
     """Create a request to change shares of ``parent``'s children, submitted unless ``submit=False``.
 
@@ -58,8 +59,10 @@ def approval_request_create(
     (``ValidationError`` naming ``percent``, ``percents``, ``cluster``, ``reason``,
     ``effective_from`` or ``effective_to``); whether the change fits in 100 % is checked when a
     manager approves it — a PI may ask for more than is free today. Each line records the
-    child's share at ``effective_from`` as ``previous_percent``.
+    child's share at ``effective_from`` as ``previous_percent``. ``now``: the moment of the
+    request (default: the current time; loading a history passes past moments).
     """
+    now = now or timezone.now()
     vis = user_visibility(user=actor)
     if not (vis.can_manage(parent) or any(vis.can_request(n) for n in percents or {})):
         raise PermissionDenied(f"You may not request changes of shares in {parent}.")
@@ -70,7 +73,7 @@ def approval_request_create(
         reason=reason,
         start=effective_from,
         end=effective_to,
-        now=timezone.now(),
+        now=now,
         start_field="effective_from",
         end_field="effective_to",
     )
@@ -89,6 +92,8 @@ def approval_request_create(
             effective_from=start,
             effective_to=end,
             state=ApprovalState.DRAFT,
+            created_at=now,
+            updated_at=now,
         )
         for node, percent in items:
             ApprovalLine.objects.create(
@@ -98,7 +103,7 @@ def approval_request_create(
                 percent=percent,
                 previous_percent=share_at(node=node, cluster=cluster, at=start),
             )
-        _decide(approval_request, actor, DecisionAction.CREATE, ApprovalState.DRAFT, "", "")
+        _decide(approval_request, actor, DecisionAction.CREATE, ApprovalState.DRAFT, "", "", now)
         if submit:
             _decide(
                 approval_request,
@@ -107,6 +112,7 @@ def approval_request_create(
                 ApprovalState.SUBMITTED,
                 ApprovalState.DRAFT,
                 "",
+                now,
             )
     return approval_request
 
@@ -118,13 +124,16 @@ def _decide(
     to_state: ApprovalState,
     from_state: str,
     comment: str,
+    now: datetime,
 ) -> None:
-    """Move the request to ``to_state`` and append the decision (caller holds the row lock).
+    """Move the request to ``to_state`` at ``now`` and append the decision (caller holds the
+    row lock).
 
     Decisions that change the request's state (not its creation as a draft) also go to the
     audit trail, in the same transaction.
     """
     approval_request.state = to_state
+    approval_request.updated_at = now
     approval_request.save(update_fields=["state", "updated_at"])
     ApprovalDecision.objects.create(
         request=approval_request,
@@ -133,6 +142,7 @@ def _decide(
         from_state=from_state,
         to_state=to_state,
         comment=comment or "",
+        at=now,
     )
     if action in AUDITED_DECISIONS:
         audit_record(
@@ -148,6 +158,7 @@ def _decide(
             before={"state": from_state} if from_state else {},
             after={"state": to_state},
             reason=comment,
+            at=now,
         )
 
 
@@ -198,7 +209,15 @@ def approval_submit(*, actor, approval_request: ApprovalRequest) -> ApprovalRequ
     _require_requester(actor, approval_request, "submit")
     with transaction.atomic():
         fresh = _locked(approval_request, expected=(ApprovalState.DRAFT,))
-        _decide(fresh, actor, DecisionAction.SUBMIT, ApprovalState.SUBMITTED, fresh.state, "")
+        _decide(
+            fresh,
+            actor,
+            DecisionAction.SUBMIT,
+            ApprovalState.SUBMITTED,
+            fresh.state,
+            "",
+            timezone.now(),
+        )
     return fresh
 
 
@@ -210,24 +229,40 @@ def approval_withdraw(
     with transaction.atomic():
         fresh = _locked(approval_request, expected=(ApprovalState.DRAFT, ApprovalState.SUBMITTED))
         _decide(
-            fresh, actor, DecisionAction.WITHDRAW, ApprovalState.WITHDRAWN, fresh.state, comment
+            fresh,
+            actor,
+            DecisionAction.WITHDRAW,
+            ApprovalState.WITHDRAWN,
+            fresh.state,
+            comment,
+            timezone.now(),
         )
     return fresh
 
 
-def approval_reject(*, actor, approval_request: ApprovalRequest, comment: str) -> ApprovalRequest:
-    """Reject a submitted request; the comment (required) tells the requester why."""
+def approval_reject(
+    *, actor, approval_request: ApprovalRequest, comment: str, now: datetime | None = None
+) -> ApprovalRequest:
+    """Reject a submitted request; the comment (required) tells the requester why. ``now``:
+    the moment of the decision (default: the current time)."""
+    now = now or timezone.now()
     _require_decider(actor, approval_request, "reject")
     if not str(comment or "").strip():
         raise ValidationError({"comment": ["Say why the request is rejected."]})
     with transaction.atomic():
         fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
-        _decide(fresh, actor, DecisionAction.REJECT, ApprovalState.REJECTED, fresh.state, comment)
+        _decide(
+            fresh, actor, DecisionAction.REJECT, ApprovalState.REJECTED, fresh.state, comment, now
+        )
     return fresh
 
 
 def approval_approve(
-    *, actor, approval_request: ApprovalRequest, comment: str = ""
+    *,
+    actor,
+    approval_request: ApprovalRequest,
+    comment: str = "",
+    now: datetime | None = None,
 ) -> ApprovalRequest:
     """Approve a submitted request, and apply it at once if its effective date has arrived.
 
@@ -236,10 +271,11 @@ def approval_approve(
     date), so two managers approving at once cannot both squeeze in: the second gets a
     ``ValidationError`` on ``shares`` and nothing changes. A request approved after its
     effective date starts now, never in the past. Future-dated requests stay approved until
-    ``approvals_apply_due`` applies them.
+    ``approvals_apply_due`` applies them. ``now``: the moment of the decision (default: the
+    current time).
     """
     _require_decider(actor, approval_request, "approve")
-    now = timezone.now()
+    now = now or timezone.now()
     with transaction.atomic():
         lock_parent(approval_request.parent)
         fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
@@ -252,16 +288,19 @@ def approval_approve(
             new_rows=request_rows(fresh, valid_from=start),
             exclude_request_id=fresh.pk,
         )
-        _decide(fresh, actor, DecisionAction.APPROVE, ApprovalState.APPROVED, fresh.state, comment)
+        _decide(
+            fresh, actor, DecisionAction.APPROVE, ApprovalState.APPROVED, fresh.state, comment, now
+        )
         if fresh.effective_from <= now:
-            _apply_locked(fresh, valid_from=start, set_by=actor, actor=actor)
+            _apply_locked(fresh, valid_from=start, set_by=actor, actor=actor, now=now)
     return fresh
 
 
 def _apply_locked(
-    approval_request: ApprovalRequest, *, valid_from: datetime, set_by, actor=None
+    approval_request: ApprovalRequest, *, valid_from: datetime, set_by, now: datetime, actor=None
 ) -> None:
-    """Append the request's allocation rows and mark it applied (caller holds both locks).
+    """Append the request's allocation rows at ``now`` and mark it applied (caller holds both
+    locks).
 
     The share change goes to the audit trail with ``actor`` (the approver when approving
     applies at once; ``None``, the system, when the beat applies it at its date).
@@ -280,6 +319,7 @@ def _apply_locked(
             set_by=set_by,
             reason=f"{approval_request.reason} (request #{approval_request.pk})",
             approval_request=approval_request,
+            created_at=now,
         )
     audit_share_change(
         actor=actor,
@@ -290,6 +330,7 @@ def _apply_locked(
         valid_from=valid_from,
         valid_to=approval_request.effective_to,
         reason=f"{approval_request.reason} (request #{approval_request.pk})",
+        at=now,
     )
     _decide(
         approval_request,
@@ -298,10 +339,11 @@ def _apply_locked(
         ApprovalState.APPLIED,
         ApprovalState.APPROVED,
         f"Applied from {timezone.localtime(valid_from):%Y-%m-%d %H:%M %Z}.",
+        now,
     )
 
 
-def _record_apply_failed(approval_request: ApprovalRequest, reason: str) -> None:
+def _record_apply_failed(approval_request: ApprovalRequest, reason: str, now: datetime) -> None:
     # The beat retries every minute; one note per distinct reason keeps the history readable.
     last = approval_request.decisions.order_by("-at", "-id").first()
     if last and last.action == DecisionAction.APPLY_FAILED and last.comment == reason:
@@ -313,6 +355,7 @@ def _record_apply_failed(approval_request: ApprovalRequest, reason: str) -> None
         from_state=ApprovalState.APPROVED,
         to_state=ApprovalState.APPROVED,
         comment=reason,
+        at=now,
     )
 
 
@@ -335,7 +378,7 @@ def approval_apply(
         if fresh.state != ApprovalState.APPROVED or fresh.effective_from > now:
             return fresh
         if fresh.effective_to is not None and fresh.effective_to <= now:
-            _record_apply_failed(fresh, "Its window ended before it could be applied.")
+            _record_apply_failed(fresh, "Its window ended before it could be applied.", now)
             return fresh
         # On time (or late by no more than the beat's lag) the rows start exactly at the
         # effective date; a request applied much later starts now, never rewriting history.
@@ -348,13 +391,13 @@ def approval_apply(
                 exclude_request_id=fresh.pk,
             )
         except ValidationError as exc:
-            _record_apply_failed(fresh, " ".join(exc.messages))
+            _record_apply_failed(fresh, " ".join(exc.messages), now)
             return fresh
         approval = (
             fresh.decisions.filter(action=DecisionAction.APPROVE).order_by("-at", "-id").first()
         )
         set_by = approval.actor if approval and approval.actor else fresh.requested_by
-        _apply_locked(fresh, valid_from=start, set_by=set_by)
+        _apply_locked(fresh, valid_from=start, set_by=set_by, now=now)
     return fresh
 
 

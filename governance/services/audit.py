@@ -87,8 +87,10 @@ def audit_share_change(
     valid_from: datetime,
     valid_to: datetime | None,
     reason: str,
+    at: datetime | None = None,
 ) -> AuditEvent:
-    """Record a change of the shares of some children of ``parent`` on ``cluster``.
+    """Record a change of the shares of some children of ``parent`` on ``cluster`` (made at
+    ``at``, default now).
 
     ``before``/``after`` map each changed child to its percent just before the change took
     effect and the percent it now holds; the event keys them by the child's name and adds
@@ -109,6 +111,7 @@ def audit_share_change(
             "valid_to": valid_to,
         },
         reason=reason,
+        at=at,
     )
 
 

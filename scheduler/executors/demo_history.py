@@ -29,16 +29,15 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
-from governance.models import Cluster, CostRate, Project
+from governance.models import Allocation, Cluster, CostRate, Project
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
 from scheduler.executors.demo import FREE_LANE_EVERY, TRACE, _shape, philly_jobs
 from scheduler.executors.simulated import simulated_nodes_ensure
 from scheduler.models import AccountingCursor, Node, NodeAgent, Run, RunNode, Workload
+from scheduler.services.simulations import live_budget_tree
 from scheduler.services.usage import usage_account_history
-from scheduler.simulator.budgets import load_budgets
 from scheduler.simulator.replay import ReplayConfig, replay
 from scheduler.simulator.traces import Trace, TraceJob
-from scheduler.traces import PHILLY_BUDGETS
 
 HISTORY_DAYS = 28
 TARGET_DEMAND = 1.1
@@ -131,19 +130,26 @@ def demo_history_build(
         free = i % FREE_LANE_EVERY == 0
         chosen.append(dataclasses.replace(job, min_runtime=0.0) if free else job)
     trace = Trace(jobs=chosen, format="philly", projects=sorted({j.project for j in chosen}))
-    say(f"replaying {len(chosen):,} Philly jobs of {days} days through the engine")
-    result = replay(
-        trace,
-        load_budgets(PHILLY_BUDGETS, trace.jobs),
-        ReplayConfig(
-            gpus=gpus, gpus_per_node=cluster.gpus_per_node, policy="fairshare", until=t_end
-        ),
-    )
-    lap("replay")
     offset = now.timestamp() - t_end
 
     def real(t: float) -> datetime:
         return datetime.fromtimestamp(t + offset, UTC)
+
+    say(f"replaying {len(chosen):,} Philly jobs of {days} days through the engine")
+    # The engine schedules with the shares the organization had at each moment (the same
+    # tree the live loop and the accounting read), so owed and delivered match in history.
+    result = replay(
+        trace,
+        live_budget_tree(cluster=cluster, at=real(t_start)),
+        ReplayConfig(
+            gpus=gpus, gpus_per_node=cluster.gpus_per_node, policy="fairshare", until=t_end
+        ),
+        budget_changes=[
+            (at.timestamp() - offset, live_budget_tree(cluster=cluster, at=at))
+            for at in _share_changes(cluster, real(t_start), now)
+        ],
+    )
+    lap("replay")
 
     report = HistoryReport(start=real(t_start), end=now)
     with transaction.atomic():
@@ -182,6 +188,13 @@ def demo_history_build(
     lap("daily cache")
     report.timings = timings
     return report
+
+
+def _share_changes(cluster: Cluster, start: datetime, end: datetime) -> list[datetime]:
+    """Every moment in (``start``, ``end``] at which a share of ``cluster`` began or ended."""
+    rows = Allocation.objects.filter(cluster=cluster).values_list("valid_from", "valid_to")
+    moments = {t for row in rows for t in row if t is not None and start < t <= end}
+    return sorted(moments)
 
 
 def _store_workloads(cluster, result, projects, index_of, jobs, real, t_end) -> dict:

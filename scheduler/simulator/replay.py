@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.simulator.budgets import Budget
@@ -199,6 +199,7 @@ def replay(
     config: ReplayConfig,
     *,
     scheduler_factory: SchedulerFactory | None = None,
+    budget_changes: Sequence[tuple[float, Budget | None]] = (),
 ) -> ReplayResult:
     """Replay ``trace`` on a cluster of ``config.gpus`` GPUs under ``config.policy``.
 
@@ -206,7 +207,10 @@ def replay(
     replay runs until every job has finished — or until no job can ever start (nothing is
     running, nothing more will arrive and a cycle started nothing); such jobs keep
     ``first_start is None``. ``scheduler_factory(nodes, budget_root, policy, params)`` lets
-    tests substitute a scheduler; the default is the real engine.
+    tests substitute a scheduler; the default is the real engine. ``budget_changes``: (time,
+    tree) pairs, the shares as they changed during the trace (a history replayed as the
+    organization lived it); at each time the engine gets the new tree and a cycle runs.
+    ``shares`` and the owed figures of the result follow ``budgets``, the tree at the start.
     """
     from scheduler.engine import Node, PolicyParams, Workload
 
@@ -301,13 +305,16 @@ def replay(
 
     n = len(jobs)
     submit_i = 0
+    changes = sorted(budget_changes, key=lambda c: c[0])
+    change_i = 0
     next_tick = math.inf
     cycles = tick_cycles = 0
     now = trace.start
     while True:
         t_submit = jobs[submit_i].submit if submit_i < n else math.inf
         t_event = heap[0][0] if heap else math.inf
-        t = min(t_submit, t_event, next_tick)
+        t_change = changes[change_i][0] if change_i < len(changes) else math.inf
+        t = min(t_submit, t_event, next_tick, t_change)
         if t == math.inf or (config.until is not None and t > config.until):
             break
         now = t
@@ -324,6 +331,10 @@ def replay(
             end_run(rec, j, t, preempted=False)
             rec.end = t
             rec.remaining = 0.0
+
+        while change_i < len(changes) and changes[change_i][0] <= t:
+            sched.set_budget(to_engine_budget(changes[change_i][1]))
+            change_i += 1
 
         while submit_i < n and jobs[submit_i].submit <= t:
             rec = jobs[submit_i]
@@ -401,7 +412,13 @@ def replay(
                 heapq.heappush(heap, (rec.run_protected_until, _EXPIRY, seq, j, rec.gen))
 
         if sched.pending_count():
-            if not heap and submit_i == n and not result.starts and not sched.running:
+            if (
+                not heap
+                and submit_i == n
+                and change_i == len(changes)
+                and not result.starts
+                and not sched.running
+            ):
                 break  # the cluster is empty and nothing more can start: those jobs never run
             next_tick = t + gap
         else:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.utils import timezone
 
-from governance.choices import ApprovalState, Role
+from governance.choices import ApprovalState, AuditAction, DecisionAction, Role
 from governance.models import (
     Allocation,
     ApprovalDecision,
     ApprovalRequest,
+    AuditEvent,
     Cluster,
     Organization,
     Program,
@@ -145,6 +148,34 @@ def test_demo_has_a_waiting_an_applied_and_a_rejected_request():
     assert list(approval_inbox(user=manager)) == [waiting]
     applied = ApprovalRequest.objects.get(state=ApprovalState.APPLIED)
     assert applied.allocations.count() == 1
+
+
+def test_the_demo_approval_history_happened_weeks_and_days_ago_with_matching_audit():
+    loaded = timezone.now()
+    load_demo()
+    day = timedelta(days=1)
+    rejected = ApprovalRequest.objects.get(state=ApprovalState.REJECTED)
+    applied = ApprovalRequest.objects.get(state=ApprovalState.APPLIED)
+    waiting = ApprovalRequest.objects.get(state=ApprovalState.SUBMITTED)
+    rejected_at = rejected.decisions.get(action=DecisionAction.REJECT).at
+    approved_at = applied.decisions.get(action=DecisionAction.APPROVE).at
+    assert loaded - 22 * day < rejected.created_at < rejected_at < loaded - 14 * day
+    assert rejected_at < applied.created_at < approved_at < loaded - 7 * day
+    assert approved_at < waiting.created_at < loaded
+    # The approved share holds from the moment of the approval, which applied it.
+    allocation = applied.allocations.get()
+    assert allocation.valid_from == allocation.created_at == approved_at
+    assert applied.decisions.get(action=DecisionAction.APPLY).at == approved_at
+    # The audit trail tells the same story at the same moments.
+    events = AuditEvent.objects.filter(object_kind="approval_request")
+    assert events.get(action=AuditAction.APPROVAL_REJECTED, object_id=rejected.pk).at == rejected_at
+    assert events.get(action=AuditAction.APPROVAL_APPROVED, object_id=applied.pk).at == approved_at
+    changes = list(AuditEvent.objects.filter(action=AuditAction.SHARE_CHANGE).order_by("at"))
+    assert changes[-1].at == approved_at
+    # The initial split (organization, then each program) is there too, at its own date.
+    initial = Allocation.objects.filter(approval_request__isnull=True)
+    assert {e.at for e in changes[:-1]} == set(initial.values_list("valid_from", flat=True))
+    assert len(changes) - 1 == 1 + Program.objects.count()
 
 
 def test_demo_admin_browses_allocations_in_the_django_admin_but_cannot_edit_them(client):

@@ -170,3 +170,33 @@ def test_periodic_cycles_back_off_while_they_change_nothing():
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[:6] == [60, 120, 240, 480, 960, 960]
     assert times[-1] == 10800  # the hog's end is an event: "wait" starts at once
+
+
+def _running_at(result, project, t):
+    """How many GPUs ``project`` runs at ``t`` in a replay's recorded runs."""
+    return sum(
+        run.gpus
+        for run in result.runs
+        if result.jobs[run.job].project == project and run.start <= t < run.end
+    )
+
+
+def test_a_share_change_during_the_trace_reaches_the_engine_at_its_moment():
+    # One 8-GPU node. A is owed 6 GPUs and B 2 until 3 h, when A's 75 % becomes 25 %. A fills
+    # the node at 0 (2-hour minimum runtime); B asks for six GPUs at 30 min. At 2 h B reclaims
+    # the 2 it is owed; from 3 h it is owed 6 and reclaims 4 more.
+    rows = [f"a{i},0,36000,1,A,7200," for i in range(8)]
+    rows += [f"b{i},1800,36000,1,B,7200," for i in range(6)]
+    t = trace(*rows)
+    same = replay(t, two_teams(75, 25), ReplayConfig(gpus=8))
+    changed = replay(
+        t,
+        two_teams(75, 25),
+        ReplayConfig(gpus=8),
+        budget_changes=[(T0 + 3 * 3600, two_teams(25, 75))],
+    )
+    assert (
+        _running_at(same, "B", T0 + 2.5 * 3600) == _running_at(changed, "B", T0 + 2.5 * 3600) == 2
+    )
+    assert _running_at(same, "B", T0 + 4 * 3600) == 2
+    assert _running_at(changed, "B", T0 + 4 * 3600) == 6

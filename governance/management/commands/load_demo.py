@@ -43,7 +43,7 @@ from governance.services.approvals import (
     approval_reject,
     approval_request_create,
 )
-from governance.services.audit import audit_events_purge
+from governance.services.audit import audit_events_purge, audit_share_change
 from governance.services.shares import check_siblings_fit, lock_parent
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_VCS
 
@@ -288,13 +288,29 @@ class Command(BaseCommand):
                     valid_from=since,
                     set_by=admin,
                     reason=reason,
+                    created_at=since,
                 )
+            audit_share_change(
+                actor=admin,
+                parent=parent,
+                cluster=cluster,
+                before={node: Decimal("0") for node, _ in shares},
+                after={node: Decimal(str(share)) for node, share in shares},
+                valid_from=since,
+                valid_to=None,
+                reason=reason,
+                at=since,
+            )
 
     def _approval_requests(self, cluster, programs, projects, users) -> None:
-        """A rejected, an applied and a waiting request by the PI, decided by the manager."""
+        """A rejected, an applied and a waiting request by the PI, decided by the manager,
+        through the real services at the moments they happened in the demo's past: rejected
+        three weeks ago, applied nine days ago (the history replay schedules with the share
+        it set from then on), one waiting since yesterday."""
         vision, project = programs[PI_PROGRAM], projects[PI_PROJECT]
         pi, manager = users["pi"], users["manager"]
         target = self._json_share(PI_PROJECT)
+        now = timezone.now()
 
         rejected = approval_request_create(
             actor=pi,
@@ -302,12 +318,14 @@ class Command(BaseCommand):
             cluster=cluster,
             percents={project: Decimal("60.00")},
             reason="Scaling study for the CVPR submission needs 60 % of vision.",
+            now=now - timedelta(days=21, hours=3),
         )
         approval_reject(
             actor=manager,
             approval_request=rejected,
             comment="That would take most of b436b2's share while its run is going. "
             "Ask again once it finishes.",
+            now=now - timedelta(days=20, hours=22),
         )
         applied = approval_request_create(
             actor=pi,
@@ -315,9 +333,13 @@ class Command(BaseCommand):
             cluster=cluster,
             percents={project: target},
             reason="Two new students start this month; bring 6214e9 to its size-proportional share.",
+            now=now - timedelta(days=10, hours=5),
         )
         approval_approve(
-            actor=manager, approval_request=applied, comment="Agreed: the free 2.1 % is yours."
+            actor=manager,
+            approval_request=applied,
+            comment="Agreed: the free 2.1 % is yours.",
+            now=now - timedelta(days=9, hours=1),
         )
         today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
         next_monday = today + timedelta(days=7 - today.weekday())
@@ -329,6 +351,7 @@ class Command(BaseCommand):
             reason="Two weeks of paper writing: lending GPU time back to the program.",
             effective_from=next_monday,
             effective_to=next_monday + timedelta(days=14),
+            now=now - timedelta(hours=20),
         )
 
     @staticmethod
