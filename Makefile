@@ -20,7 +20,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install
+# This checkout's own settings (development mode, a generated secret key), so every manage.py
+# command of the README works here as printed. Never copied to a server: var/ is not tracked.
+var/local.env:
+	@mkdir -p var
+	@umask 077 && $(PYTHON) -c 'import secrets; print("# Written by make run: this checkout is a development machine; a server sets its own environment.\nDEBUG=true\nSECRET_KEY=" + secrets.token_urlsafe(50))' > $@
+
+run: install var/local.env
 	@mkdir -p var
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(PY) manage.py load_demo --history-days 28

@@ -16,6 +16,7 @@ import dj_database_url
 import plotly
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -59,6 +60,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
+
+# A developer's checkout: `make run` writes var/local.env (DEBUG=true and a generated
+# SECRET_KEY) so that every manage.py command works in it as the README prints it. The
+# environment wins over the file; a server has no such file (LOCAL_ENV_FILE="" skips it).
+LOCAL_ENV_FILE = os.environ.get("LOCAL_ENV_FILE", str(BASE_DIR / "var" / "local.env"))
+if LOCAL_ENV_FILE:
+    load_dotenv(LOCAL_ENV_FILE, override=False)
 
 DEV_SECRET_KEY = "dev-only-insecure-secret-key-do-not-use-in-production"
 
