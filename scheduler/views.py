@@ -17,18 +17,19 @@ from datetime import datetime, timedelta
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Case, Count, Prefetch, Q, Value, When
-from django.http import HttpRequest, HttpResponse
+from django.db.models import Prefetch, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
-from scheduler.choices import DEMAND_STATES, NodeState, RunEndReason, WorkloadState
+from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
+from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
@@ -36,7 +37,8 @@ from scheduler.services.workloads import workload_cancel, workload_submit
 
 REFRESH_SECONDS = 5
 MAX_UPLOAD_READ = MAX_UPLOAD_BYTES + 1
-PAGE_SIZE = 100
+# A workload in one of these states has ended: nothing to cancel.
+TERMINAL_STATES = (WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED)
 
 # Badge colours of the layout (static/css/app.css), by state.
 NODE_BADGES = {
@@ -218,66 +220,88 @@ def _submit_form(vis, data=None) -> WorkloadSubmitForm | None:
     return WorkloadSubmitForm(data, projects=projects, clusters=clusters)
 
 
-def _workloads_page(request: HttpRequest, form=None, status: int = 200) -> HttpResponse:
-    vis = visibility_of(request)
-    rows = visible_workloads(vis).select_related("project", "cluster", "submitted_by")
-    state = request.GET.get("state", "")
-    if state in WorkloadState.values:
-        rows = rows.filter(state=state)
-    mine = request.GET.get("mine") == "1"
-    if mine:
-        rows = rows.filter(submitted_by=request.user)
-    counts = {s: 0 for s in WorkloadState.values}
-    for value, n in visible_workloads(vis).values_list("state").annotate(n=Count("id")):
-        counts[value] += n
-    # Work still waiting or running first (a team with weeks of finished work would never
-    # see its queue otherwise), each part newest first.
-    active = Case(When(state__in=DEMAND_STATES, then=Value(0)), default=Value(1))
-    page = list(rows.order_by(active, "-submitted_at", "-id")[:PAGE_SIZE])
-    _queue_facts(page)
-    for workload in page:
-        workload.can_cancel = workload.state not in (
-            WorkloadState.SUCCEEDED,
-            WorkloadState.FAILED,
-            WorkloadState.CANCELLED,
-        ) and may_cancel(vis, workload)
-    return render(
-        request,
-        "scheduler/workloads.html",
-        {
-            "workloads": page,
-            "state": state,
-            "mine": mine,
-            "counts": counts,
-            "states": WorkloadState.choices,
-            "refresh": _live(request),
-            "form": form if form is not None else _submit_form(vis),
-            "caveat": CAVEAT,
-            "any_estimate": any(w.has_estimate for w in page),
-        },
-        status=status,
-    )
+def _queue_querystring(request: HttpRequest, **changes) -> str:
+    """The current query string with ``changes`` applied (None drops a key), for links."""
+    params = request.GET.copy()
+    params.pop("live", None)
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return params.urlencode()
 
 
 @login_required
 @require_safe
 def workloads(request: HttpRequest) -> HttpResponse:
-    """My queue: workloads of the projects the user sees, waiting and running work first,
-    each part newest first; ``?state=``, ``?mine=1``. Pending ones carry an estimated start;
-    members get a submit form."""
-    return _workloads_page(request)
+    """My queue: workloads of the projects the user sees, filtered by state, project, cluster
+    and "only mine", sorted (waiting and running first by default) and paged. Pending ones
+    carry an estimated start. A parameter the page cannot read is a 400 naming it."""
+    vis = visibility_of(request)
+    try:
+        queue = queue_page(request=request, vis=vis)
+    except QueueParamError as exc:
+        return render(
+            request,
+            "scheduler/workloads.html",
+            {"error": exc, "can_submit": _submit_form(vis) is not None},
+            status=400,
+        )
+    rows = queue.workloads
+    _queue_facts(rows)
+    for workload in rows:
+        workload.can_cancel = workload.state not in TERMINAL_STATES and may_cancel(vis, workload)
+    page = queue.page
+    return render(
+        request,
+        "scheduler/workloads.html",
+        {
+            "workloads": rows,
+            "page": page,
+            "filter": queue.filter,
+            "state": request.GET.get("state", ""),
+            "counts": queue.counts,
+            "states": WorkloadState.choices,
+            "state_links": [
+                (
+                    value,
+                    label,
+                    queue.counts[value],
+                    _queue_querystring(request, state=value, page=None),
+                )
+                for value, label in WorkloadState.choices
+            ],
+            "all_states_link": _queue_querystring(request, state=None, page=None),
+            "previous_link": _queue_querystring(request, page=page.previous_page_number())
+            if page.has_previous()
+            else None,
+            "next_link": _queue_querystring(request, page=page.next_page_number())
+            if page.has_next()
+            else None,
+            "refresh": _live(request),
+            "stop_link": _queue_querystring(request, live="0"),
+            "can_submit": _submit_form(vis) is not None,
+            "caveat": CAVEAT,
+            "any_estimate": any(w.has_estimate for w in rows),
+        },
+    )
 
 
 @login_required
-@require_POST
 def workload_submit_view(request: HttpRequest) -> HttpResponse:
-    """Submit a workload from the page (members and PIs of the project; same rules as the API)."""
+    """Submit a workload (members and PIs of the project; same rules as the API): the form on
+    its own page (GET), checked and queued on POST."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
     vis = visibility_of(request)
-    form = _submit_form(vis, request.POST)
+    form = _submit_form(vis, request.POST if request.method == "POST" else None)
     if form is None:
         raise PermissionDenied("Only members of a project may submit workloads.")
+    if request.method != "POST":
+        return render(request, "scheduler/workload_submit.html", {"form": form})
     if not form.is_valid():
-        return _workloads_page(request, form=form, status=400)
+        return render(request, "scheduler/workload_submit.html", {"form": form}, status=400)
     data = form.cleaned_data
     declared = data["declared_duration_minutes"]
     try:
@@ -302,7 +326,7 @@ def workload_submit_view(request: HttpRequest) -> HttpResponse:
         for field, errors in exc.message_dict.items():
             name = fields.get(field, field)
             form.add_error(name if name in form.fields else None, errors)
-        return _workloads_page(request, form=form, status=400)
+        return render(request, "scheduler/workload_submit.html", {"form": form}, status=400)
     messages.success(
         request, f"{workload.name} is queued; the next scheduling cycle places it or says why not."
     )
@@ -326,11 +350,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         pk=pk,
     )
     _queue_facts([workload])
-    can_cancel = workload.state not in (
-        WorkloadState.SUCCEEDED,
-        WorkloadState.FAILED,
-        WorkloadState.CANCELLED,
-    ) and may_cancel(vis, workload)
+    can_cancel = workload.state not in TERMINAL_STATES and may_cancel(vis, workload)
     return render(
         request,
         "scheduler/workload_detail.html",
@@ -347,13 +367,22 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
 def workload_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel a workload (its submitter, a PI of its project, an org admin)."""
+    """Cancel a workload (its submitter, a PI of its project, an org admin): GET asks to
+    confirm and says what cancelling does; POST cancels."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
     vis = visibility_of(request)
     workload = get_object_or_404(visible_workloads(vis).select_related("cluster"), pk=pk)
     if not may_cancel(vis, workload):
         raise PermissionDenied("You may cancel only your own workloads.")
+    if workload.state in TERMINAL_STATES:
+        messages.info(
+            request, f"{workload.name} has already ended ({workload.get_state_display().lower()})."
+        )
+        return redirect("scheduler:workload-detail", pk=workload.pk)
+    if request.method != "POST":
+        return render(request, "scheduler/workload_cancel.html", {"workload": workload})
     workload_cancel(workload=workload, actor=request.user)
     messages.success(request, f"{workload.name} is cancelled.")
     return redirect("scheduler:workload-detail", pk=workload.pk)

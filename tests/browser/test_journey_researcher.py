@@ -31,6 +31,8 @@ def test_researcher_submits_and_sees_the_reason_and_estimate(page, live_server, 
     sign_in(page, live_server, "researcher", p.password)
     page.get_by_role("link", name="Workloads").click()
     expect(page.get_by_role("heading", name="My queue")).to_be_visible()
+    page.get_by_role("link", name="Submit a workload").click()
+    expect(page.get_by_role("heading", name="Submit a workload")).to_be_visible()
     page.get_by_label("Name").fill("eval-sweep")
     page.get_by_label("Project").select_option(str(p.project_a1.pk))
     page.get_by_label("GPUs").fill("4")

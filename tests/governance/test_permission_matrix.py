@@ -558,17 +558,18 @@ DECISIONS: dict[str, Decision] = {
         get_other=PAGE_ANOTHER_PROGRAM,
     ),
     # Cancel: the submitter, the project's PI or an org admin; others who see it get 403.
+    # GET is the confirmation page.
     "scheduler:workload-cancel": Decision(
         url=lambda w: {"pk": w.workload_a.pk},
-        get="405 405 405 405 405 405 login",
+        get="200 403 200 200 403 404 login",
         post="302 403 302 302 403 404 login",
         other=lambda w: {"pk": w.workload_b.pk},
-        get_other="405 405 405 405 405 405 login",
+        get_other="200 404 404 404 403 404 login",
         post_other="302 404 404 404 403 404 login",
     ),
-    # Submitting from "My queue": members and PIs of a project only (the form lists theirs).
+    # Submitting: members and PIs of a project only (the form, on its own page, lists theirs).
     "scheduler:workload-submit": Decision(
-        get="405 405 405 405 405 405 login",
+        get="403 403 200 200 403 403 login",
         post="403 403 302 302 403 403 login",
         payload=lambda w, _: {
             "project": w.p.project_a1.pk,

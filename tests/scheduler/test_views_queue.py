@@ -135,3 +135,120 @@ def test_waiting_work_comes_before_newer_finished_work(personas):
     names = [w.name for w in browser(p.researcher).get("/workloads/").context["workloads"]]
     assert names.index("waiting") < names.index("done")
     assert waiting.state == WorkloadState.PENDING
+
+
+def _many(p, count, *, project=None, user=None, start=None):
+    """``count`` pending workloads submitted a minute apart, oldest first."""
+    start = start or timezone.now() - timedelta(days=1)
+    return [
+        workload_submit(
+            project=project or p.project_a1,
+            cluster=p.cluster,
+            name=f"job-{i:03d}",
+            gpus=1 + i % 4,
+            min_runtime_seconds=600,
+            launch_spec={"command": ["x"]},
+            submitted_by=user or p.researcher,
+            now=start + timedelta(minutes=i),
+        )
+        for i in range(count)
+    ]
+
+
+def test_the_queue_pages_fifty_at_a_time_and_its_links_keep_the_filters(personas):
+    p = personas
+    _many(p, 120)
+    client = browser(p.researcher)
+    first = client.get("/workloads/", {"state": "pending"})
+    assert first.status_code == 200
+    assert [w.name for w in first.context["workloads"]] == [
+        f"job-{i:03d}" for i in range(119, 69, -1)
+    ]
+    html = first.content.decode()
+    assert "1\u201350 of 120 · page 1 of 3" in html
+    assert 'href="?state=pending&amp;page=2"' in html
+    last = client.get("/workloads/", {"state": "pending", "page": 3})
+    assert [w.name for w in last.context["workloads"]] == [
+        f"job-{i:03d}" for i in range(19, -1, -1)
+    ]
+    assert 'href="?state=pending&amp;page=2" rel="prev"' in last.content.decode()
+
+
+def test_the_queue_filters_by_project_cluster_and_submitter_and_sorts(personas):
+    p = personas
+    mine = _many(p, 3, user=p.org_admin)
+    _many(p, 2, project=p.project_b1)
+    client = browser(p.org_admin)
+
+    def names(**params):
+        response = client.get("/workloads/", params)
+        assert response.status_code == 200, response.content.decode()[:500]
+        return [w.name for w in response.context["workloads"]]
+
+    assert names(project=p.project_b1.pk) == ["job-001", "job-000"]
+    assert names(mine="on") == [w.name for w in reversed(mine)]
+    assert names(cluster=p.cluster.pk, sort="oldest") == [
+        "job-000", "job-000", "job-001", "job-001", "job-002"
+    ]  # fmt: skip
+    by_gpus = client.get("/workloads/", {"sort": "gpus"}).context["workloads"]
+    assert [w.gpus for w in by_gpus] == sorted((w.gpus for w in by_gpus), reverse=True)
+    # The state counts follow the other filters.
+    response = client.get("/workloads/", {"project": p.project_b1.pk})
+    assert response.context["counts"]["pending"] == 2
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"page": "x"}, "page"),
+        ({"page": "0"}, "page"),
+        ({"page": "99"}, "page"),
+        ({"sort": "fastest"}, "sort"),
+        ({"state": "sleeping"}, "state"),
+        ({"project": "not-a-number"}, "project"),
+        ({"project": "999999"}, "project"),
+        ({"cluster": "999999"}, "cluster"),
+    ],
+)
+def test_a_parameter_the_queue_cannot_read_is_a_400_naming_it(personas, params, field):
+    p = personas
+    _many(p, 2)
+    response = browser(p.researcher).get("/workloads/", params)
+    assert response.status_code == 400
+    assert f"The parameter <code>{field}</code> is not valid" in response.content.decode()
+
+
+def test_a_project_the_user_does_not_see_is_refused_like_one_that_does_not_exist(personas):
+    p = personas
+    _many(p, 1, project=p.project_b1, user=p.org_admin)
+    response = browser(p.researcher).get("/workloads/", {"project": p.project_b1.pk})
+    assert response.status_code == 400
+    assert "job-000" not in response.content.decode()
+
+
+def test_the_submit_form_has_its_own_page_linked_from_the_top_of_the_queue(personas):
+    p = personas
+    queue = browser(p.researcher).get("/workloads/").content.decode()
+    assert 'href="/workloads/submit/" data-testid="submit-link"' in queue
+    assert 'name="command"' not in queue
+    page = browser(p.researcher).get("/workloads/submit/")
+    assert page.status_code == 200
+    assert 'name="command"' in page.content.decode()
+    assert browser(p.finance).get("/workloads/submit/").status_code == 403
+
+
+def test_cancel_asks_to_confirm_before_it_cancels(personas):
+    p = personas
+    [workload] = _many(p, 1)
+    client = browser(p.researcher)
+    detail = client.get(f"/workloads/{workload.pk}/").content.decode()
+    assert f'href="/workloads/{workload.pk}/cancel/"' in detail
+    ask = client.get(f"/workloads/{workload.pk}/cancel/")
+    assert ask.status_code == 200
+    assert "cancelling takes it out of the queue" in ask.content.decode()
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.PENDING
+    done = client.post(f"/workloads/{workload.pk}/cancel/")
+    assert done.status_code == 302
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.CANCELLED
