@@ -294,7 +294,7 @@ class Command(BaseCommand):
                 actor=admin,
                 parent=parent,
                 cluster=cluster,
-                before={node: Decimal("0") for node, _ in shares},
+                before={},  # no share before the first split
                 after={node: Decimal(str(share)) for node, share in shares},
                 valid_from=since,
                 valid_to=None,
