@@ -11,8 +11,7 @@ their live part (``static/js/poll.js``), so a half-typed form survives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -27,10 +26,16 @@ from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
 from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
-from scheduler.models import Node, Run, RunNode, SchedulingCycle, SimulationJob, SimulationJobState
+from scheduler.models import Node, Run, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
+from scheduler.selectors.node_map import (
+    NodeFilterError,
+    cluster_node_map,
+    node_filters_parse,
+    node_with_work,
+)
 from scheduler.selectors.queue import QueueParamError, queue_page
-from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
+from scheduler.selectors.workloads import may_cancel, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
 from scheduler.services.workloads import workload_cancel, workload_submit
@@ -71,101 +76,120 @@ def _live(request: HttpRequest) -> int | None:
     return None if request.GET.get("live") == "0" else REFRESH_SECONDS
 
 
-@dataclass
-class DrainingRun:
-    """A run still on a draining node, and when it may be evicted."""
-
-    run: Run
-    gpus: int
-    protected_until: datetime
-
-    @property
-    def evictable(self) -> bool:
-        from django.utils import timezone
-
-        return self.protected_until <= timezone.now()
-
-
-@dataclass
-class ClusterNodes:
-    """One cluster's nodes for the page, with totals and the latest cycle."""
-
-    cluster: object
-    nodes: list
-    can_operate: bool
-    last_cycle: SchedulingCycle | None
-    draining: dict  # node id → [DrainingRun]
-
-    @property
-    def gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes)
-
-    @property
-    def healthy_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes if n.state == NodeState.HEALTHY)
-
-    @property
-    def gpus_in_use(self) -> int:
-        return sum(n.gpus_in_use for n in self.nodes)
-
-
-def _draining_runs(nodes) -> dict[int, list[DrainingRun]]:
-    ids = [n.pk for n in nodes if n.state == NodeState.DRAINING]
-    rows = RunNode.objects.filter(node_id__in=ids, run__ended_at__isnull=True).select_related(
-        "run__workload"
-    )
-    out: dict[int, list[DrainingRun]] = {}
-    for row in rows:
-        run = row.run
-        until = run.started_at + timedelta(seconds=run.workload.min_runtime_seconds)
-        out.setdefault(row.node_id, []).append(
-            DrainingRun(run=run, gpus=row.gpus, protected_until=until)
-        )
-    for runs in out.values():
-        runs.sort(key=lambda d: d.protected_until)
-    return out
+# What each operator action does, said on its confirmation page.
+NODE_ACTION_EFFECTS = {
+    "drain": "Nothing new lands on it; each workload on it is evicted once past its minimum "
+    "runtime (and requeued), so no protected work is lost. It becomes drained when empty.",
+    "undrain": "It takes new work again at the next scheduling cycle.",
+    "mark-down": "Every workload on it is stopped at the next scheduling cycle and requeued, "
+    "protected or not; nothing lands on it until it is brought up.",
+    "bring-up": "It takes new work again at the next scheduling cycle.",
+}
+# Which actions a node in each state offers.
+NODE_STATE_ACTIONS = {
+    NodeState.HEALTHY: ("drain", "mark-down"),
+    NodeState.DRAINING: ("undrain", "mark-down"),
+    NodeState.DRAINED: ("undrain", "mark-down"),
+    NodeState.DOWN: ("bring-up",),
+}
+NODE_ACTION_LABELS = {
+    "drain": "Drain",
+    "undrain": "Undrain",
+    "mark-down": "Mark down",
+    "bring-up": "Bring up",
+}
 
 
 @login_required
 @require_safe
 def nodes(request: HttpRequest) -> HttpResponse:
-    """Every node of the clusters the user sees: state, GPUs in use, drains in progress."""
+    """Every node of the clusters the user sees as a map of GPUs coloured by project, with
+    counts per state, ``?state=`` and ``?q=`` (name contains) filters, and the drains in
+    progress; each node links to its own page (where operators act)."""
     vis = visibility_of(request)
+    try:
+        state, search = node_filters_parse(request.GET)
+    except NodeFilterError as exc:
+        return render(request, "scheduler/nodes.html", {"error": exc, "groups": []}, status=400)
     groups = []
     for cluster in vis.clusters().select_related("organization").order_by("name"):
-        cluster_nodes = list(nodes_with_usage(Node.objects.filter(cluster=cluster)))
-        for node in cluster_nodes:
-            node.badge = NODE_BADGES.get(node.state, "badge-draft")
-        groups.append(
-            ClusterNodes(
-                cluster=cluster,
-                nodes=cluster_nodes,
-                can_operate=vis.is_org_admin(cluster.organization_id),
-                last_cycle=SchedulingCycle.objects.filter(cluster=cluster).first(),
-                draining=_draining_runs(cluster_nodes),
-            )
-        )
-    for group in groups:
-        for node in group.nodes:
-            node.draining_runs = group.draining.get(node.pk, [])
+        node_map = cluster_node_map(cluster=cluster, vis=vis, state=state, search=search)
+        node_map.last_cycle = SchedulingCycle.objects.filter(cluster=cluster).first()
+        node_map.draining = [m for m in node_map.nodes if m.node.state == NodeState.DRAINING]
+        node_map.can_operate = vis.is_org_admin(cluster.organization_id)
+        groups.append(node_map)
     return render(
         request,
         "scheduler/nodes.html",
-        {"groups": groups, "refresh": _live(request), "actions": NODE_ACTIONS},
+        {
+            "groups": groups,
+            "state": state,
+            "search": search,
+            "states": NodeState.choices,
+            "refresh": _live(request),
+            "now": timezone.now(),
+        },
+    )
+
+
+def _operable_node(request: HttpRequest, pk: int):
+    """(visibility, node) for a node of a cluster the user sees, else 404."""
+    vis = visibility_of(request)
+    node = get_object_or_404(
+        Node.objects.filter(cluster__in=vis.clusters()).select_related("cluster"), pk=pk
+    )
+    return vis, node
+
+
+@login_required
+@require_safe
+def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One node: state and why, heartbeat, every workload on it (with its protection), and
+    for an org admin the actions its state allows."""
+    vis, node = _operable_node(request, pk)
+    mapped = node_with_work(node=node, vis=vis)
+    can_operate = vis.is_org_admin(node.cluster.organization_id)
+    return render(
+        request,
+        "scheduler/node_detail.html",
+        {
+            "mapped": mapped,
+            "node": node,
+            "badge": NODE_BADGES.get(node.state, "badge-draft"),
+            "actions": [(a, NODE_ACTION_LABELS[a]) for a in NODE_STATE_ACTIONS.get(node.state, ())]
+            if can_operate
+            else [],
+            "refresh": _live(request),
+            "now": timezone.now(),
+        },
     )
 
 
 @login_required
-@require_POST
 def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    """Drain, undrain, mark down or bring up a node (org admins of its organization)."""
+    """Drain, undrain, mark down or bring up a node (org admins of its organization): GET
+    asks to confirm, says what the action does and takes the reason; POST acts."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
     if action not in NODE_ACTIONS:
         return HttpResponse(status=404)
-    vis = visibility_of(request)
-    node = get_object_or_404(Node.objects.filter(cluster__in=vis.clusters()), pk=pk)
+    vis, node = _operable_node(request, pk)
     if not vis.is_org_admin(node.cluster.organization_id):
         raise PermissionDenied("Only an org admin of this cluster's organization may do this.")
     service, with_reason, done = NODE_ACTIONS[action]
+    if request.method != "POST":
+        return render(
+            request,
+            "scheduler/node_action.html",
+            {
+                "node": node,
+                "action": action,
+                "label": NODE_ACTION_LABELS[action],
+                "effect": NODE_ACTION_EFFECTS[action],
+                "with_reason": with_reason,
+                "mapped": node_with_work(node=node, vis=vis),
+            },
+        )
     kwargs = {"reason": request.POST.get("reason", "").strip()[:500]} if with_reason else {}
     try:
         service(node=node, actor=request.user, **kwargs)
@@ -173,7 +197,7 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         messages.error(request, " ".join(exc.messages))
     else:
         messages.success(request, f"{node.name} {done}.")
-    return redirect("scheduler:nodes")
+    return redirect("scheduler:node-detail", pk=node.pk)
 
 
 def _queue_facts(workloads: list) -> None:

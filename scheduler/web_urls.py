@@ -11,6 +11,7 @@ app_name = "scheduler"
 
 urlpatterns = [
     path("nodes/", views.nodes, name="nodes"),
+    path("nodes/<int:pk>/", views.node_detail, name="node-detail"),
     path("nodes/<int:pk>/<slug:action>/", views.node_action, name="node-action"),
     path("workloads/", views.workloads, name="workloads"),
     path("workloads/submit/", views.workload_submit_view, name="workload-submit"),

@@ -542,13 +542,23 @@ DECISIONS: dict[str, Decision] = {
     # (the outsider gets an empty page).
     "scheduler:nodes": Decision(get=PAGE_ALL_SIGNED_IN),
     "scheduler:workloads": Decision(get=PAGE_ALL_SIGNED_IN),
-    # Operator actions: org admins only; a node of another organization does not exist for them.
+    # A node's page: whoever sees its cluster; a node of another organization does not exist.
+    "scheduler:node-detail": Decision(
+        url=lambda w: {"pk": w.node_a.pk},
+        get="200 200 200 200 200 404 login",
+        post="405 405 405 405 405 405 login",
+        other=lambda w: {"pk": w.node_foreign.pk},
+        get_other="404 404 404 404 404 404 login",
+        post_other="405 405 405 405 405 405 login",
+    ),
+    # Operator actions: org admins only (GET is the confirmation page); a node of another
+    # organization does not exist for them.
     "scheduler:node-action": Decision(
         url=lambda w: {"pk": w.node_a.pk, "action": "drain"},
-        get="405 405 405 405 405 405 login",
+        get="200 403 403 403 403 404 login",
         post="302 403 403 403 403 404 login",
         other=lambda w: {"pk": w.node_foreign.pk, "action": "drain"},
-        get_other="405 405 405 405 405 405 login",
+        get_other="404 404 404 404 404 404 login",
         post_other="404 404 404 404 404 404 login",
     ),
     "scheduler:workload-detail": Decision(

@@ -68,9 +68,14 @@ def test_org_admin_sees_nodes_gpus_in_use_and_actions(personas, nodes):
     assert response.status_code == 200
     html = response.content.decode()
     assert "gpu-1" in html and "gpu-2" in html
-    assert "4 / 8" in html  # GPUs in use on gpu-1
+    assert "gpu-1: healthy, 4 of 8 GPUs in use · Detection 4" in html
+    the_map = html.split('data-testid="gpu-map"', 1)[1].split("</div>", 1)[0]
+    assert the_map.count('<i class="g p') == 4  # one coloured square per GPU held
+    assert the_map.count('<i class="g">') == 12  # and a grey one per free GPU
     assert "<strong>4</strong> of 16 healthy GPUs in use" in html
-    assert "Drain</button>" in html and "Mark down</button>" in html
+    node_page = browser(personas.org_admin).get(f"/nodes/{nodes[0].pk}/").content.decode()
+    assert f'href="/nodes/{nodes[0].pk}/drain/">Drain…</a>' in node_page
+    assert f'href="/nodes/{nodes[0].pk}/mark-down/">Mark down…</a>' in node_page
     assert '<meta http-equiv="refresh"' in html
     assert (
         '<meta http-equiv="refresh"'
@@ -82,7 +87,10 @@ def test_org_admin_sees_nodes_gpus_in_use_and_actions(personas, nodes):
 def test_others_see_the_nodes_without_operator_actions(personas, nodes, persona):
     html = browser(personas.users[persona]).get("/nodes/").content.decode()
     assert "gpu-1" in html
-    assert "Drain</button>" not in html and "Mark down</button>" not in html
+    node_page = browser(personas.users[persona]).get(f"/nodes/{nodes[0].pk}/")
+    assert node_page.status_code == 200
+    assert 'data-testid="node-actions"' not in node_page.content.decode()
+    assert browser(personas.users[persona]).get(f"/nodes/{nodes[0].pk}/drain/").status_code == 403
 
 
 def test_an_outsider_sees_no_cluster(personas, nodes):
@@ -148,10 +156,40 @@ def test_outsiders_do_not_find_the_node(personas, nodes):
     assert browser(personas.outsider).post(f"/nodes/{nodes[0].pk}/drain/").status_code == 404
 
 
-def test_unknown_actions_and_gets_are_refused(personas, nodes):
+def test_unknown_actions_are_refused_and_a_get_only_asks_to_confirm(personas, nodes):
     client = browser(personas.org_admin)
     assert client.post(f"/nodes/{nodes[0].pk}/explode/").status_code == 404
-    assert client.get(f"/nodes/{nodes[0].pk}/drain/").status_code == 405
+    ask = client.get(f"/nodes/{nodes[0].pk}/drain/")
+    assert ask.status_code == 200
+    assert "evicted once past its minimum runtime" in ask.content.decode()
+    nodes[0].refresh_from_db()
+    assert nodes[0].state == NodeState.HEALTHY
+    assert client.put(f"/nodes/{nodes[0].pk}/drain/").status_code == 405
+
+
+def test_the_map_filters_by_state_and_name_and_refuses_a_bad_filter(personas, nodes):
+    client = browser(personas.org_admin)
+    client.post(f"/nodes/{nodes[1].pk}/drain/", {"reason": "repair"})
+    draining = client.get("/nodes/", {"state": "draining"}).content.decode()
+    assert 'data-testid="node-gpu-2"' in draining and 'data-testid="node-gpu-1"' not in draining
+    named = client.get("/nodes/", {"q": "PU-1"}).content.decode()
+    assert 'data-testid="node-gpu-1"' in named and 'data-testid="node-gpu-2"' not in named
+    for params, field in [({"state": "exploded"}, "state"), ({"q": "x" * 101}, "q")]:
+        response = client.get("/nodes/", params)
+        assert response.status_code == 400
+        assert f"The parameter <code>{field}</code> is not valid" in response.content.decode()
+
+
+def test_a_workload_of_a_project_the_viewer_does_not_see_is_shown_by_its_project_only(
+    personas, nodes
+):
+    running(
+        submit(personas, "secret-b1", project=personas.project_b1), nodes[0], started_minutes_ago=5
+    )
+    html = browser(personas.researcher).get(f"/nodes/{nodes[0].pk}/").content.decode()
+    assert "secret-b1" not in html
+    assert "a workload of Translation" in html
+    assert "secret-b1" in browser(personas.org_admin).get(f"/nodes/{nodes[0].pk}/").content.decode()
 
 
 def test_a_drain_in_progress_shows_each_workload_and_when_it_may_leave(personas, nodes):
