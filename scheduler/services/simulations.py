@@ -18,10 +18,13 @@ import gzip
 import io
 import json
 import logging
+import threading
 import zlib
 from datetime import datetime
 
 import plotly.io as pio
+from django import db
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -220,9 +223,26 @@ def simulation_job_create(
 
 
 def _enqueue(job_id: int) -> None:
+    """Hand the job to a worker; with no broker (tasks run in-process), to a thread of its
+    own, so the request that asked for it returns at once and its page shows the progress."""
     from scheduler.tasks import simulation_run
 
-    simulation_run.delay(job_id)
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        simulation_run.delay(job_id)
+        return
+    threading.Thread(
+        target=_run_in_thread, args=(job_id,), daemon=True, name=f"simulation-{job_id}"
+    ).start()
+
+
+def _run_in_thread(job_id: int) -> None:
+    """Run one simulation job in this thread, on this thread's own database connection."""
+    try:
+        simulation_job_run(job_id=job_id)
+    except Exception:  # the job records its own failures; anything else is logged here
+        logger.exception("simulation job %s failed in its thread", job_id)
+    finally:
+        db.connections.close_all()
 
 
 def _figure(fig) -> dict:

@@ -202,3 +202,42 @@ def test_simulation_runs_on_the_real_celery_worker_to_done(celery_worker, settin
     page = browser(p.program_manager).get(f"/simulator/{job.pk}/").content.decode()
     assert "hourly delivery (org)" in page
     assert 'data-figure="timeline-2"' in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_the_request_returns_and_the_simulation_runs_in_a_thread(
+    settings, monkeypatch
+):
+    # make run has no broker: tasks run in-process. The simulation must not run inside the
+    # request that asked for it (it used to block it for the whole replay).
+    import threading
+
+    import scheduler.services.simulations as simulations
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    release = threading.Event()
+    real_run = simulations.simulation_job_run
+
+    def held_run(**kwargs):
+        release.wait(60)  # the test looks at the job before letting the run go on
+        return real_run(**kwargs)
+
+    monkeypatch.setattr(simulations, "simulation_job_run", held_run)
+    p = build_personas()
+    response = browser(p.program_manager).post(
+        "/simulator/run/", {**form(), "trace_file": upload(GOOD)}
+    )
+    assert response.status_code == 302
+    job = SimulationJob.objects.get()
+    assert job.state == SimulationJobState.QUEUED
+    page = browser(p.program_manager).get(response["Location"])
+    assert page.status_code == 200
+    release.set()
+
+    def finished():
+        job.refresh_from_db()
+        return job.state in (SimulationJobState.DONE, SimulationJobState.FAILED)
+
+    assert wait_for(finished, timeout=90), job.progress_note
+    assert job.state == SimulationJobState.DONE, job.error
