@@ -1,7 +1,7 @@
 """Plotly figure builders: pure functions from selector rows to a ``plotly`` Figure.
 
 They read nothing from the database and draw nothing: the page serializes the figure to JSON
-(``figure_json``) and ``static/js/figure.js`` draws it with the self-hosted ``plotly.min.js``.
+(``figure_json``) and ``static/js/figure.js`` draws it with the self-hosted Plotly bundle (``static/vendor/plotly``).
 Tests assert on the figure's data (labels, parents, values), never on HTML.
 """
 

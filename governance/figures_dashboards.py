@@ -4,7 +4,7 @@ Each takes rows a selector returned (``governance.selectors.usage``, ``.fairshar
 ``.health``) — or anything with the same attributes — and returns a ``plotly`` Figure. They
 read nothing from the database; the page serializes the figure with
 ``governance.figures.figure_json`` and ``static/js/figure.js`` draws it with the self-hosted
-``plotly.min.js``. Tests assert on the figures' data. Amounts are plotted in GPU-hours and
+Plotly bundle. Tests assert on the figures' data. Amounts are plotted in GPU-hours and
 ratios in percent, rounded for the eye (two decimals); the tables carry the exact figures.
 """
 

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
@@ -227,12 +226,10 @@ USE_THOUSAND_SEPARATOR = True
 # --- Static files -----------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
-# plotly.min.js is served from our static URL space, taken from the installed plotly package so
-# the browser library always matches the Python figure builders (and no CDN is involved).
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("vendor/plotly", Path(plotly.__file__).resolve().parent / "package_data"),
-]
+# The browser's Plotly is static/vendor/plotly/plotly-governance.min.js: the plotly.js version
+# the plotly package's figures are written for, with only the traces we draw (make
+# plotly-bundle; a test checks the versions agree). Served from here, never from a CDN.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -63,7 +63,7 @@ def fleet(django_db_setup, django_db_blocker):
                     submitted_at=STARTED,
                     state=WorkloadState.RUNNING,
                     first_started_at=STARTED,
-                )  # fmt: skip
+                )
                 for i in range(NODES * GPUS)
             ),
             batch_size=2_000,
@@ -80,7 +80,7 @@ def fleet(django_db_setup, django_db_blocker):
                     placement={nodes[i // GPUS].name: 1},
                     started_at=STARTED + timedelta(seconds=i),
                     accounted_until=STARTED,
-                )  # fmt: skip
+                )
                 for i, w in enumerate(workloads)
             ),
             batch_size=2_000,

@@ -30,7 +30,7 @@ def test_program_manager_resplits_their_program(page, live_server, world):
     sign_in(page, live_server, "program_manager", world.password)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Budget tree").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("h100")
-    # The sunburst is drawn by the self-hosted plotly.min.js.
+    # The sunburst is drawn by the self-hosted Plotly bundle.
     expect(page.locator("[data-figure][data-drawn=true]")).to_have_count(1)
     expect(tree_row(page, "Detection").locator("td.num").first).to_have_text("50.00 %")
 

@@ -81,7 +81,7 @@ def test_org_admin_sees_every_node_with_exact_rollups(client, personas, day):
     assert bars[0]["y"] == ["Language · 70.0 %", "Vision · 100.0 %"]
     html = response.content.decode()
     assert "86.29 %" in html and "15.2" in html and "—" in html
-    assert "plotly.min.js" in html and html.count("plotly.min.js") == 1
+    assert "plotly-governance.min.js" in html and html.count("plotly-governance.min.js") == 1
     assert "css/dashboards.css" in html
 
 

@@ -173,7 +173,7 @@ def test_tree_carries_the_sunburst_figure_for_plotly(client, personas):
     response = signed_in(client, personas.org_admin).get(tree_url(personas))
     body = response.content.decode()
     assert 'id="tree-figure"' in body
-    assert "/static/vendor/plotly/plotly.min.js" in body
+    assert "/static/vendor/plotly/plotly-governance.min.js" in body
     assert "cdn" not in body.lower()
     trace = response.context["figure"]["data"][0]
     assert trace["type"] == "sunburst"

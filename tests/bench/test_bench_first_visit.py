@@ -1,0 +1,96 @@
+"""Benchmark: a first visit to each page with charts, in headless Chromium with an empty cache.
+
+Each round opens a new browser context (nothing cached), signs in through the sign-in form
+(not timed), then times from navigation to the moment every chart of the page is drawn
+(``data-drawn``) — HTML, CSS, the Plotly bundle's download and compile, the figures. The
+server is pytest-django's live server on 127.0.0.1 with the personas' world and an hour of
+usage. Target: median <= 500 ms per page. Nothing here asserts on time.
+
+Run: ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/gov_visitbench
+make bench BENCH=tests/bench/test_bench_first_visit.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import sync_playwright
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+TARGET_SECONDS = 0.5
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+DRAWN = (
+    "() => [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'true')"
+)
+
+
+@pytest.fixture
+def world(transactional_db):
+    """The personas, 4 x 8-GPU nodes, a pending gang and one hour accounted."""
+    from scheduler.choices import WorkloadState
+    from scheduler.models import Node, Workload
+    from scheduler.services.usage import usage_account
+    from tests.personas import build_personas
+
+    p = build_personas()
+    for i in range(4):
+        Node.objects.create(cluster=p.cluster, name=f"n{i}", gpus=8)
+    hour = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    Workload.objects.create(
+        project=p.project_a1, cluster=p.cluster, name="big", gpus=32, nodes=4,
+        min_runtime_seconds=3600, state=WorkloadState.PENDING,
+        submitted_at=hour - timedelta(hours=2),
+    )  # fmt: skip
+    usage_account(cluster=p.cluster, now=hour - timedelta(hours=2))
+    usage_account(cluster=p.cluster, now=hour - timedelta(hours=1))
+    return p
+
+
+@pytest.fixture
+def chromium():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/tree/", "/dashboards/delivery/", "/dashboards/fairshare/", "/dashboards/health/",
+     "/api/docs/"],
+)  # fmt: skip
+def test_bench_first_visit(benchmark, live_server, world, chromium, path):
+    contexts = []
+
+    def signed_in_page():
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        contexts.append(context)
+        page = context.new_page()
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.get_by_label("Username or e-mail").fill("org_admin")
+        page.get_by_label("Password").fill(world.password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{live_server.url}/")
+        return (page,), {}
+
+    def visit(page):
+        started = time.perf_counter()
+        page.goto(live_server.url + path, wait_until="load")
+        page.wait_for_function(DRAWN)
+        return time.perf_counter() - started
+
+    benchmark.extra_info["target_seconds"] = TARGET_SECONDS
+    benchmark.pedantic(visit, setup=signed_in_page, rounds=7, iterations=1)
+    charts = contexts[-1].pages[0].locator("[data-figure]").count()
+    benchmark.extra_info["charts"] = charts
+    for context in contexts:
+        context.close()
+    if path != "/api/docs/":
+        assert charts >= 1

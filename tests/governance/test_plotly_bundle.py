@@ -1,0 +1,31 @@
+"""The browser's Plotly bundle matches the figures the Python side writes, and holds every
+trace type they use."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from plotly.offline import get_plotlyjs_version
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE = ROOT / "static" / "vendor" / "plotly" / "plotly-governance.min.js"
+# Trace types the bundle registers (make plotly-bundle): scatter is in plotly.js's core.
+BUNDLED_TRACES = {"Scatter", "Bar", "Sunburst"}
+
+
+def test_the_bundle_is_the_plotly_js_version_the_plotly_package_writes_figures_for():
+    banner = BUNDLE.read_text(encoding="utf-8")[:300]
+    assert f"plotly.js v{get_plotlyjs_version()} " in banner, (
+        "static/vendor/plotly/plotly-governance.min.js is stale: run make plotly-bundle"
+    )
+
+
+def test_every_trace_type_the_pages_draw_is_in_the_bundle():
+    used = set()
+    for package in ("governance", "scheduler"):
+        for path in (ROOT / package).rglob("*.py"):
+            if "simulator" in path.parts:  # the CLI's timeline.html ships the full library
+                continue
+            used |= set(re.findall(r"\bgo\.([A-Z]\w+)\(", path.read_text(encoding="utf-8")))
+    assert used - {"Figure"} <= BUNDLED_TRACES, used
