@@ -12,6 +12,15 @@ class NodeState(models.TextChoices):
     DOWN = "down", "Down"
 
 
+# The badge colour of each node state on the pages (classes of static/css/app.css).
+NODE_BADGES = {
+    NodeState.HEALTHY: "badge-applied",
+    NodeState.DRAINING: "badge-submitted",
+    NodeState.DRAINED: "badge-approved",
+    NodeState.DOWN: "badge-rejected",
+}
+
+
 class NodeStateSource(models.TextChoices):
     """Who put a node in its current state: a heartbeat only revives what the system downed."""
 

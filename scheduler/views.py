@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
-from scheduler.choices import NodeState, RunEndReason, WorkloadState
+from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, WorkloadState
 from scheduler.forms import SimulationForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
@@ -46,12 +46,6 @@ MAX_UPLOAD_READ = MAX_UPLOAD_BYTES + 1
 TERMINAL_STATES = (WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED)
 
 # Badge colours of the layout (static/css/app.css), by state.
-NODE_BADGES = {
-    NodeState.HEALTHY: "badge-applied",
-    NodeState.DRAINING: "badge-submitted",
-    NodeState.DRAINED: "badge-approved",
-    NodeState.DOWN: "badge-rejected",
-}
 WORKLOAD_BADGES = {
     WorkloadState.PENDING: "badge-submitted",
     WorkloadState.RUNNING: "badge-applied",

@@ -70,3 +70,27 @@ def user_label(user) -> str:
         return "system"
     full = user.get_full_name() if hasattr(user, "get_full_name") else ""
     return f"{full} ({user.username})" if full else user.username
+
+
+@register.filter
+def ratio_pct(value) -> str:
+    """A ratio (0..1) as a percent like ``pct``: ``0.9824`` → ``"98.24 %"`` (None → "—")."""
+    number = _decimal(value)
+    return pct(None if number is None else number * 100)
+
+
+@register.filter
+def share_of(value, whole) -> int:
+    """``value`` as a whole percent of ``whole`` (0 when ``whole`` is empty): bar heights."""
+    number, total = _decimal(value), _decimal(whole)
+    if number is None or not total:
+        return 0
+    return max(0, min(100, round(number * 100 / total)))
+
+
+@register.filter
+def node_badge(state: str) -> str:
+    """The CSS class of a node state's badge (the nodes pages' colours)."""
+    from scheduler.choices import NODE_BADGES
+
+    return NODE_BADGES.get(state, "badge-draft")

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
@@ -17,6 +18,7 @@ from governance.choices import ApprovalState, Role
 from governance.figures import figure_json, tree_sunburst
 from governance.forms import TreeFilterForm
 from governance.selectors.approvals import approval_inbox, approval_requests_by
+from governance.selectors.home import home_delivery, home_finance, home_nodes, home_queue
 from governance.selectors.tree import TreeNode, allocation_history, tree_for
 from governance.views.common import organization_of, visibility_of, visible_node
 
@@ -35,7 +37,8 @@ ROLE_ABILITIES = {
 @login_required
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    """Start page: the user's roles, what they can do, and links with counts."""
+    """Start page: for each role the answer it opens the product with (the queue, this week's
+    delivery, last month's bill, the nodes needing attention), then links and roles."""
     vis = visibility_of(request)
     assignments = [
         (assignment, ROLE_ABILITIES[Role(assignment.role)])
@@ -53,6 +56,16 @@ def home(request: HttpRequest) -> HttpResponse:
         "may_request": bool(vis.admin_org_ids or vis.managed_program_ids or vis.pi_project_ids),
         "is_empty": vis.is_empty,
     }
+    if not vis.is_empty:
+        now = timezone.now()
+        queue = home_queue(vis=vis, user=request.user)
+        context.update(
+            queue=queue,
+            may_submit=queue is not None,
+            delivery=home_delivery(vis=vis, now=now),
+            finance=home_finance(vis=vis, now=now),
+            node_glances=home_nodes(vis=vis, now=now),
+        )
     return render(request, "governance/home.html", context)
 
 
