@@ -3,7 +3,8 @@
 Built for a thousand nodes: two queries per cluster (the nodes, the GPUs their open runs
 hold), no per-node query. Each GPU is one cell, coloured by the project whose workload holds
 it. Who sees which workload follows the one visibility rule: a workload of a project the
-viewer does not see is shown by its project only, never by its name.
+viewer does not see is "another project's workload" with its GPUs: no name, project, link
+or colour of its own (all such work shares one colour and one legend entry).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from scheduler.models import Node, RunNode
 
 # Colours of the map (static/css/nodes.css has p0 … p11); projects beyond them repeat.
 PALETTE_SIZE = 12
+# The colour (p12) and the legend entry of work of projects the viewer does not see.
+HIDDEN_COLOUR = PALETTE_SIZE
+HIDDEN_PROJECT = "other projects"
 SEARCH_MAX_LENGTH = 100
 
 
@@ -30,7 +34,7 @@ class NodeWork:
     """One workload's share of one node: its GPUs there and what the viewer may know of it."""
 
     workload_id: int
-    label: str  # the workload's name, or "a workload of <project>" when it is not visible
+    label: str  # the workload's name, or "another project's workload" when it is not visible
     visible: bool
     project: str
     colour: int
@@ -164,11 +168,11 @@ def _work_by_node(
         visible = project_id in visible_project_ids
         out.setdefault(node_id, []).append(
             NodeWork(
-                workload_id=wid,
-                label=name if visible else f"a workload of {project}",
+                workload_id=wid if visible else 0,
+                label=name if visible else "another project's workload",
                 visible=visible,
-                project=project,
-                colour=colours.get(project_id, 0),
+                project=project if visible else HIDDEN_PROJECT,
+                colour=colours.get(project_id, 0) if visible else HIDDEN_COLOUR,
                 gpus=gpus,
                 started_at=started,
                 protected_until=started + timedelta(seconds=minimum) if minimum else None,
@@ -206,8 +210,15 @@ def cluster_node_map(*, cluster: Cluster, vis, state: str = "", search: str = ""
     counts = dict.fromkeys(NodeState.values, 0)
     for n in all_nodes:
         counts[n.state] += 1
-    legend = sorted(((colours.get(pk, 0), name, gpus) for pk, name, gpus in held),
-                    key=lambda x: (-x[2], x[1]))  # fmt: skip
+    shown_held: dict[tuple[int, str], int] = {}
+    for pk, name, gpus in held:
+        key = (
+            (colours.get(pk, 0), name)
+            if pk in visible_projects
+            else (HIDDEN_COLOUR, HIDDEN_PROJECT)
+        )
+        shown_held[key] = shown_held.get(key, 0) + gpus
+    legend = sorted(((c, p, g) for (c, p), g in shown_held.items()), key=lambda x: (-x[2], x[1]))
     return ClusterMap(
         cluster=cluster,
         nodes=[MappedNode(node=n, work=work.get(n.pk, [])) for n in shown_nodes],

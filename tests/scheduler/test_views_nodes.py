@@ -187,8 +187,11 @@ def test_a_workload_of_a_project_the_viewer_does_not_see_is_shown_by_its_project
         submit(personas, "secret-b1", project=personas.project_b1), nodes[0], started_minutes_ago=5
     )
     html = browser(personas.researcher).get(f"/nodes/{nodes[0].pk}/").content.decode()
-    assert "secret-b1" not in html
-    assert "a workload of Translation" in html
+    assert "secret-b1" not in html and "Translation" not in html
+    assert "another project&#x27;s workload" in html
+    the_map = browser(personas.researcher).get("/nodes/").content.decode()
+    assert "secret-b1" not in the_map and "Translation" not in the_map
+    assert "other projects 4" in the_map  # the node's hover text: GPUs only
     assert "secret-b1" in browser(personas.org_admin).get(f"/nodes/{nodes[0].pk}/").content.decode()
 
 
