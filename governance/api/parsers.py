@@ -1,4 +1,4 @@
-"""Request parsers that enforce ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
+"""Request parsers that enforce ``DATA_UPLOAD_MAX_MEMORY_SIZE`` and, for JSON, a nesting depth.
 
 Kept apart from the views: REST_FRAMEWORK's DEFAULT_PARSER_CLASSES names these classes, and
 DRF resolves that setting while the view classes are being defined.
@@ -11,6 +11,7 @@ from io import BytesIO
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import parsers
+from rest_framework.exceptions import ParseError
 
 
 def read_limited(stream):
@@ -29,11 +30,40 @@ def read_limited(stream):
     return BytesIO(body)
 
 
+# No request of ours nests deeper than a few levels (a launch spec's env is depth 3); past this
+# a body is refused before anything reads it.
+MAX_JSON_DEPTH = 32
+
+
+def nesting_depth(value) -> int:
+    """How deep lists and objects nest in a parsed JSON value (iterative: any depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in items)
+    return deepest
+
+
 class LimitedJSONParser(parsers.JSONParser):
-    """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413)."""
+    """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413) and
+    bodies nested deeper than ``MAX_JSON_DEPTH`` (a 400, also when Python's own parser would
+    run out of stack on them)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return super().parse(read_limited(stream), media_type, parser_context)
+        try:
+            data = super().parse(read_limited(stream), media_type, parser_context)
+        except RecursionError as exc:
+            raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.") from exc
+        if nesting_depth(data) > MAX_JSON_DEPTH:
+            raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.")
+        return data
 
 
 class LimitedFormParser(parsers.FormParser):
