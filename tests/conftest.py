@@ -144,3 +144,15 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.2):
             return value
         time.sleep(interval)
     return predicate()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_cache():
+    """Each test starts with an empty in-process cache: counters kept there (failed API
+    sign-ins per address, cached estimates) must not carry from one test into the next."""
+    from django.conf import settings
+    from django.core.cache import caches
+
+    if settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        caches["default"].clear()
+    yield

@@ -11,9 +11,10 @@ from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from governance import filters
@@ -42,14 +43,39 @@ from governance.services.approvals import (
     approval_submit,
     approval_withdraw,
 )
+from governance.services.lockout import lockout_clear, lockout_failure, lockout_wait
 
 # --- Input parsing ------------------------------------------------------------------------
 
 
 class TokenView(ObtainAuthToken):
-    """Exchange a username and password (JSON or form) for the caller's API token."""
+    """Exchange a username and password (JSON or form) for the caller's API token.
+
+    Failed attempts are counted per account and per client address
+    (``governance.services.lockout``); past the limit every attempt is a 429 with
+    ``Retry-After``, the right password included, until the window passes.
+    """
 
     parser_classes = [LimitedJSONParser, LimitedFormParser]
+
+    def post(self, request, *args, **kwargs):
+        account = str(request.data.get("username", ""))[:150]
+        address = request.META.get("REMOTE_ADDR", "")
+        wait = lockout_wait(account=account, address=address)
+        if wait:
+            return Response(
+                {"detail": f"Too many failed sign-ins. Try again in {wait} s."},
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(wait)},
+            )
+        serializer = self.get_serializer(data=request.data)
+        if not serializer.is_valid():
+            if account and request.data.get("password"):
+                lockout_failure(account=account, address=address)
+            raise ValidationError(serializer.errors)
+        lockout_clear(account=account)
+        token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        return Response({"token": token.key})
 
 
 # --- Resolving ids through the caller's visibility -----------------------------------------
