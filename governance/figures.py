@@ -138,5 +138,30 @@ def tree_sunburst(root, *, cluster_gpus: int) -> go.Figure:
 
 
 def figure_json(figure: go.Figure) -> dict:
-    """The figure as plain JSON data for ``json_script`` (numpy arrays become lists)."""
-    return json.loads(figure.to_json())
+    """The figure as plain JSON data for ``json_script`` (numpy arrays become lists), with
+    every text of its traces made plain text (``plain_text_traces``)."""
+    data = json.loads(figure.to_json(validate=False))
+    data["data"] = plain_text_traces(data.get("data", []))
+    return data
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plain_text_traces(traces):
+    """The traces with ``&``, ``<`` and ``>`` escaped in every string, so a name from an upload
+    or the tree (``<a href=…>``, ``<b>``) is shown as typed, never as Plotly markup. Only our
+    own ``…template`` strings (hover and text templates, which use ``<b>`` and ``<br>`` on
+    purpose) are left as they are. Plotly shows the escaped entities as the characters."""
+
+    def clean(value, key=""):
+        if isinstance(value, str):
+            return value if key.endswith("template") else _escape(value)
+        if isinstance(value, list):
+            return [clean(item, key) for item in value]
+        if isinstance(value, dict):
+            return {k: clean(v, k) for k, v in value.items()}
+        return value
+
+    return clean(traces)

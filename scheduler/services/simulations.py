@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import logging
 import threading
 import zlib
 from datetime import datetime
 
-import plotly.io as pio
 from django import db
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from governance.figures import figure_json
 from governance.models import Cluster, Organization
 from scheduler.engine import POLICIES
 from scheduler.models import SimulationJob, SimulationJobState
@@ -246,8 +245,9 @@ def _run_in_thread(job_id: int) -> None:
 
 
 def _figure(fig) -> dict:
-    """A figure as plain JSON data (what ``json_script`` and ``Plotly.newPlot`` take)."""
-    return json.loads(pio.to_json(fig, validate=False))
+    """A figure as plain JSON data (what ``json_script`` and ``Plotly.newPlot`` take), its
+    texts plain text (project names come from the uploaded trace)."""
+    return figure_json(fig)
 
 
 def _load(job: SimulationJob) -> tuple[Trace, Budget]:

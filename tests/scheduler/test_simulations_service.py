@@ -241,3 +241,35 @@ def test_without_a_broker_the_request_returns_and_the_simulation_runs_in_a_threa
 
     assert wait_for(finished, timeout=90), job.progress_note
     assert job.state == SimulationJobState.DONE, job.error
+
+
+def test_markup_in_an_uploaded_project_name_is_plain_text_in_every_chart(personas):
+    evil = '<a href="https://example.org/x">click</a><b>bold</b>'
+    trace = HEADER + (
+        f'a,2026-01-05T00:00:00,7200,8,"{evil.replace(chr(34), chr(34) * 2)}",,\n'
+        "b,2026-01-05T00:10:00,3600,4,segmentation,,\n"
+    )
+    job = simulation_job_create(
+        user=personas.program_manager, organization=personas.organization,
+        trace_source="upload", gpus=8, gpus_per_node=8, policies=["fairshare"],
+        upload=trace.encode(), upload_name="evil.csv",
+    )  # fmt: skip
+    job = simulation_job_run(job_id=job.pk)
+    assert job.state == SimulationJobState.DONE, job.error
+    texts = []
+
+    def strings(value, key=""):
+        if isinstance(value, str) and not key.endswith("template"):
+            texts.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                strings(item, key)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                strings(v, k)
+
+    for per_policy in job.result["figures"]:
+        for name in ("delivery", "timeline"):
+            strings(per_policy[name]["data"])
+    assert any("&lt;a href=" in t for t in texts)
+    assert not any("<a" in t or "<b>" in t for t in texts)
