@@ -2,9 +2,11 @@
 
 The rule (docs/reliability.md, "Audit trail"): an org admin manages every role of their
 organization — org admin and finance on it, program manager on its programs, PI and
-researcher on its projects. A program manager manages the PI and researcher roles on their
+researcher on its projects. A program manager manages the researcher role on their
 program's projects (bringing a researcher onto a project should not wait for an org admin),
-nothing above. Nobody else manages roles.
+nothing more: a researcher acts only on their own work, while a PI may cancel the project's
+work, so a grant that lets a person act on others' work needs the org admin. Nobody grants
+a role to themselves (``governance.services.roles``). Nobody else manages roles.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from django.db.models import Q, QuerySet
 from governance.choices import ORGANIZATION_ROLES, PROGRAM_ROLES, PROJECT_ROLES, Role
 from governance.models import Organization, Program, Project, RoleAssignment
 from governance.selectors.visibility import Visibility
+
+# The roles a program manager manages on their program's projects: only those that act on
+# nobody else's work.
+MANAGER_ROLES = (Role.RESEARCHER,)
 
 # Which model of the tree each role is held on.
 SCOPE_MODEL = {
@@ -34,7 +40,7 @@ def role_can_manage(
     if isinstance(scope, Project):
         if visibility.is_org_admin(scope.program.organization_id):
             return True
-        return role in PROJECT_ROLES and scope.program_id in visibility.managed_program_ids
+        return role in MANAGER_ROLES and scope.program_id in visibility.managed_program_ids
     return False
 
 
@@ -52,7 +58,7 @@ def role_assignments_manageable(*, visibility: Visibility) -> QuerySet[RoleAssig
             Q(organization_id__in=admin)
             | Q(program__organization_id__in=admin)
             | Q(project__program__organization_id__in=admin)
-            | Q(project__program_id__in=managed, role__in=PROJECT_ROLES)
+            | Q(project__program_id__in=managed, role__in=MANAGER_ROLES)
         )
         .select_related("user", "organization", "program", "project__program")
         .order_by("user__username", "role", "id")
@@ -78,7 +84,8 @@ def role_scopes_grantable(*, visibility: Visibility) -> list[tuple[str, str, obj
         for role in PROGRAM_ROLES:
             options.append((role, f"program:{program.pk}", program))
     for project in projects.order_by("program__name", "name"):
-        for role in PROJECT_ROLES:
+        admin = project.program.organization_id in visibility.admin_org_ids
+        for role in PROJECT_ROLES if admin else MANAGER_ROLES:
             options.append((role, f"project:{project.pk}", project))
     return options
 

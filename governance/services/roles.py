@@ -1,7 +1,8 @@
 """Granting and revoking roles on the budget tree, each change in the audit trail.
 
 Who may do what is ``governance.selectors.roles.role_can_manage``: org admins for their
-organization, program managers for PI and researcher roles on their program's projects.
+organization, program managers for the researcher role on their program's projects. Nobody
+grants a role to themselves.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def role_grant(
     ``scope`` (the role is not held on that level: org admin and finance on an organization,
     program manager on a program, PI and researcher on a project), ``user`` (missing or
     inactive) or ``reason`` (too long). ``PermissionDenied`` when the actor may not manage
-    that role there. Recorded in the audit trail (``role_granted``) in the same transaction.
+    that role there, or grants it to themselves. Recorded in the audit trail (``role_granted``) in the same transaction.
     """
     if role not in Role.values:
         raise ValidationError({"role": [f"{role!r} is not a role; choose one of {Role.values}."]})
@@ -60,6 +61,8 @@ def role_grant(
         raise ValidationError({"scope": [f"A {role_label(role)} role is held on a {level}."]})
     if not role_can_manage(visibility=user_visibility(user=actor), role=role, scope=scope):
         raise PermissionDenied(f"You may not grant the {role_label(role)} role on {scope}.")
+    if user is not None and actor is not None and user.pk == actor.pk:
+        raise PermissionDenied("Nobody grants a role to themselves; ask another manager.")
     if user is None or not isinstance(user, get_user_model()) or not user.is_active:
         raise ValidationError({"user": ["Choose an active user."]})
     reason = _reason(reason)

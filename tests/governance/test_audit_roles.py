@@ -20,9 +20,11 @@ from tests.factories import UserFactory, org_admin_of
 pytestmark = pytest.mark.django_db
 
 
-def test_program_manager_manages_researchers_and_pis_of_their_projects_only(personas):
+def test_program_manager_manages_researchers_of_their_projects_only(personas):
     p = personas
-    role_grant(actor=p.program_manager, user=p.outsider, role="pi", scope=p.project_a2)
+    role_grant(actor=p.program_manager, user=p.outsider, role="researcher", scope=p.project_a2)
+    with pytest.raises(PermissionDenied):  # a PI acts on the project's work: the org admin's
+        role_grant(actor=p.program_manager, user=p.outsider, role="pi", scope=p.project_a1)
     with pytest.raises(PermissionDenied):  # Translation is in another program
         role_grant(actor=p.program_manager, user=p.outsider, role="researcher", scope=p.project_b1)
     with pytest.raises(PermissionDenied):  # program roles are the org admin's
@@ -33,7 +35,24 @@ def test_program_manager_manages_researchers_and_pis_of_their_projects_only(pers
         role_grant(actor=p.finance, user=p.outsider, role="researcher", scope=p.project_a1)
     assert list(
         RoleAssignment.objects.filter(user=p.outsider).values_list("role", "project__name")
-    ) == [("pi", "Segmentation")]
+    ) == [("researcher", "Segmentation")]
+
+
+def test_nobody_grants_a_role_to_themselves(personas):
+    p = personas
+    # A program manager made PI of a project of their program could cancel its researchers'
+    # work; an org admin granting themselves skips the second pair of eyes.
+    with pytest.raises(PermissionDenied):
+        role_grant(actor=p.program_manager, user=p.program_manager, role="pi", scope=p.project_a1)
+    with pytest.raises(PermissionDenied):
+        role_grant(
+            actor=p.program_manager, user=p.program_manager, role="researcher", scope=p.project_a2
+        )
+    with pytest.raises(PermissionDenied):
+        role_grant(actor=p.org_admin, user=p.org_admin, role="finance", scope=p.organization)
+    assert not RoleAssignment.objects.filter(
+        user__in=[p.program_manager, p.org_admin], project__isnull=False
+    ).exists()
 
 
 def test_org_admin_grants_every_kind_of_role_and_the_user_sees_more(personas):
