@@ -10,8 +10,10 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from governance.filters import visibility_of
 from scheduler.choices import ExitOutcome
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
+from scheduler.selectors.workloads import may_cancel
 
 # --- Workloads ------------------------------------------------------------------------------
 
@@ -54,6 +56,21 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+ENV_MASK = "********"
+
+
+def launch_spec_shown(spec) -> dict:
+    """A launch spec as it is shown back: every value of ``env`` masked (people put secrets
+    there; the agent that runs the workload gets them in its start order, nobody else)."""
+    shown = dict(spec) if isinstance(spec, dict) else {}
+    env = shown.get("env")
+    if isinstance(env, dict):
+        shown["env"] = dict.fromkeys(env, ENV_MASK)
+    elif env is not None:
+        shown["env"] = ENV_MASK
+    return shown
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload as its owners see it: state, place in the queue, the engine's reason."""
 
@@ -61,6 +78,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
     cluster = serializers.SerializerMethodField()
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     preemptions = serializers.SerializerMethodField()
+    launch_spec = serializers.SerializerMethodField(
+        help_text="What the workload runs: shown to its submitter, the project's PIs and org "
+        "admins (null to anyone else), with the values of env masked."
+    )
 
     class Meta:
         model = Workload
@@ -95,6 +116,13 @@ class WorkloadSerializer(serializers.ModelSerializer):
     @extend_schema_field(RefSerializer)
     def get_cluster(self, workload) -> dict:
         return _ref(workload.cluster)
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_launch_spec(self, workload) -> dict | None:
+        request = self.context.get("request")
+        if request is None or not may_cancel(visibility_of(request), workload):
+            return None
+        return launch_spec_shown(workload.launch_spec)
 
     def get_preemptions(self, workload) -> int:
         """How many runs ended by preemption or drain (prefetched runs, no extra query)."""
@@ -146,17 +174,6 @@ class WorkloadSubmitSerializer(serializers.Serializer):
 
 
 # --- Nodes and agents -----------------------------------------------------------------------
-
-
-class DrainingRunSerializer(serializers.Serializer):
-    """A run still on a draining node and when it may be evicted."""
-
-    run = serializers.IntegerField()
-    workload = serializers.IntegerField()
-    workload_name = serializers.CharField()
-    gpus = serializers.IntegerField()
-    min_runtime_ends_at = serializers.DateTimeField()
-    stop_requested = serializers.BooleanField()
 
 
 class NodeSerializer(serializers.ModelSerializer):

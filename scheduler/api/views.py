@@ -162,7 +162,7 @@ class WorkloadViewSet(
         # A new workload has no runs: answer from memory, without reading it back (submit
         # is the hottest endpoint; see tests/bench/test_bench_submit_load.py).
         workload._prefetched_objects_cache = {"runs": Run.objects.none()}
-        data = WorkloadDetailSerializer(workload).data
+        data = WorkloadDetailSerializer(workload, context={"request": request}).data
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a workload", request=None, responses=WorkloadDetailSerializer)
@@ -181,7 +181,8 @@ class WorkloadViewSet(
 
     def _detail(self, workload, code=status.HTTP_200_OK) -> Response:
         fresh = self.get_queryset().get(pk=workload.pk)
-        return Response(WorkloadDetailSerializer(fresh).data, status=code)
+        data = WorkloadDetailSerializer(fresh, context={"request": self.request}).data
+        return Response(data, status=code)
 
 
 def _default_name(launch_spec: dict) -> str:

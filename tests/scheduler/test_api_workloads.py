@@ -339,3 +339,30 @@ def test_openapi_schema_lists_the_scheduler_endpoints(personas):
     ]:
         assert path in paths, path
     assert "agentToken" in response.json()["components"]["securitySchemes"]
+
+
+def test_launch_spec_is_shown_to_its_owners_only_and_env_values_never(personas):
+    spec = {"command": ["python", "train.py"], "env": {"WANDB_API_KEY": "s3cr3t-value"}}
+    submitted = client_for(personas.researcher).post(
+        URL, submit_body(personas, launch_spec=spec), format="json"
+    )
+    assert submitted.status_code == 201
+    body = submitted.json()
+    assert body["launch_spec"] == {
+        "command": ["python", "train.py"],
+        "env": {"WANDB_API_KEY": "********"},
+    }
+    assert "s3cr3t" not in submitted.content.decode()
+    pk = body["id"]
+    # The workload itself keeps the real value: the agent's start order carries it.
+    assert Workload.objects.get(pk=pk).launch_spec["env"]["WANDB_API_KEY"] == "s3cr3t-value"
+    for persona in ("researcher", "pi", "org_admin"):  # the submitter, the PI, an org admin
+        shown = client_for(personas.users[persona]).get(f"{URL}{pk}/").json()["launch_spec"]
+        assert shown["env"] == {"WANDB_API_KEY": "********"}, persona
+    for persona in ("program_manager", "finance"):  # see the workload, not what it runs
+        response = client_for(personas.users[persona]).get(f"{URL}{pk}/")
+        assert response.status_code == 200, persona
+        assert response.json()["launch_spec"] is None, persona
+        listed = client_for(personas.users[persona]).get(URL).json()["results"]
+        assert all(w["launch_spec"] is None for w in listed), persona
+        assert "s3cr3t" not in response.content.decode()
