@@ -33,6 +33,7 @@ from governance.figures_dashboards import (
     nodes_by_state_bar,
 )
 from governance.models import Cluster, Organization, Program, Project
+from governance.parsing import whole_number
 from governance.selectors.fairshare import FairShareRow, fairshare_ranking
 from governance.selectors.health import cluster_health
 from governance.selectors.usage import (
@@ -247,8 +248,9 @@ def _series_span(period: Period, cluster) -> tuple[datetime, datetime, str]:
 def _parse_node(value: str) -> tuple[str, int] | None:
     """``"program-12"`` → ``("program", 12)``; anything else → None."""
     kind, _, pk = (value or "").partition("-")
-    if kind in NODE_MODELS and pk.isdigit():
-        return kind, int(pk)
+    number = whole_number(pk)
+    if kind in NODE_MODELS and number is not None:
+        return kind, number
     return None
 
 

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_safe
 from governance.choices import ApprovalState, Role
 from governance.figures import figure_json, tree_sunburst
 from governance.forms import TreeFilterForm
+from governance.parsing import whole_number
 from governance.selectors.approvals import approval_inbox, approval_requests_by
 from governance.selectors.home import home_delivery, home_finance, home_nodes, home_queue
 from governance.selectors.tree import TreeNode, allocation_history, tree_for
@@ -153,10 +154,11 @@ def tree(request: HttpRequest, cluster_id: int) -> HttpResponse:
     clusters = list(vis.clusters().select_related("organization"))
     cluster = get_object_or_404(vis.clusters().select_related("organization"), pk=cluster_id)
     picked = request.GET.get("cluster", "")
-    if picked.isdigit() and int(picked) != cluster.pk:
+    picked_id = whole_number(picked)
+    if picked_id is not None and picked_id != cluster.pk:
         # The cluster picker (a plain GET form) names another cluster: show that one.
         query = urlencode({"at": request.GET["at"]}) if request.GET.get("at") else ""
-        other = get_object_or_404(vis.clusters(), pk=int(picked))
+        other = get_object_or_404(vis.clusters(), pk=picked_id)
         return redirect(reverse("tree", args=[other.pk]) + (f"?{query}" if query else ""))
     form = TreeFilterForm(
         {"cluster": cluster.pk, "at": request.GET.get("at", "")}, clusters=clusters

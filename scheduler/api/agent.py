@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.api.parsers import LimitedJSONParser
+from governance.parsing import whole_number
 from scheduler.api.authentication import AgentTokenAuthentication, IsNodeAgent
 from scheduler.api.serializers import (
     AgentAnswerSerializer,
@@ -129,7 +130,7 @@ class HeartbeatView(AgentView):
     def post(self, request):
         data = self.valid(AgentHeartbeatSerializer)
         node = node_heartbeat(node=self.node())
-        reported = {int(key) for key in data["running"] if str(key).isdigit()}
+        reported = {n for key in data["running"] if (n := whole_number(str(key))) is not None}
         # A process for a run that has ended (the node was declared down while the agent was
         # unreachable, say) would do the same work twice: tell the agent to stop it.
         still_open = set(

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from governance.api.views import VisibilityMixin, resolve_visible
 from governance.filters import StrictBooleanFilter
 from governance.models import Cluster, Project
+from governance.parsing import whole_number
 from scheduler.api.serializers import (
     NodeActionSerializer,
     NodeAgentCreatedSerializer,
@@ -49,7 +50,8 @@ def member_project(vis, ref: str) -> Project:
     mine = Project.objects.filter(
         id__in=vis.pi_project_ids | vis.member_project_ids
     ).select_related("program__organization")
-    matches = list(mine.filter(pk=int(ref)) if ref.isdigit() else mine.filter(slug=ref)[:2])
+    pk = whole_number(ref)
+    matches = list(mine.filter(pk=pk) if pk is not None else mine.filter(slug=ref)[:2])
     if len(matches) > 1:
         raise DjangoValidationError(
             {"project": [f"More than one of your projects is called {ref!r}; give its id."]}
@@ -72,7 +74,8 @@ def project_cluster(project: Project, ref: str | None) -> Cluster:
             if found
             else {"cluster": ["This project's organization has no cluster."]}
         )
-    cluster = (clusters.filter(pk=int(ref)) if ref.isdigit() else clusters.filter(slug=ref)).first()
+    pk = whole_number(ref)
+    cluster = (clusters.filter(pk=pk) if pk is not None else clusters.filter(slug=ref)).first()
     if cluster is None:
         raise DjangoValidationError(
             {"cluster": [f"No cluster {ref!r} in {project.program.organization}."]}

@@ -16,6 +16,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, F, QuerySet, Value, When
 
 from governance.models import Cluster, Project
+from governance.parsing import whole_number
 from scheduler.choices import DEMAND_STATES, WorkloadState
 from scheduler.models import Workload
 from scheduler.selectors.workloads import visible_workloads
@@ -126,9 +127,10 @@ def queue_page(*, request, vis) -> QueuePage:
     for value, n in counted.order_by().values_list("state").annotate(n=Count("id")):
         counts[value] += n
     raw_page = params.get("page", "1")
-    if not raw_page.isdigit() or int(raw_page) < 1:
-        raise QueueParamError("page", f"{raw_page!r} is not a page number (1, 2, …).")
+    number = whole_number(raw_page)
+    if number is None or number < 1:
+        raise QueueParamError("page", f"{raw_page[:20]!r} is not a page number (1, 2, …).")
     paginator = Paginator(queue.qs, QUEUE_PAGE_SIZE)
-    if int(raw_page) > paginator.num_pages:
+    if number > paginator.num_pages:
         raise QueueParamError("page", f"there are {paginator.num_pages} pages.")
-    return QueuePage(page=paginator.page(int(raw_page)), filter=queue, counts=counts)
+    return QueuePage(page=paginator.page(number), filter=queue, counts=counts)
