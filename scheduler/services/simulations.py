@@ -14,6 +14,7 @@ this module only turns a form into its inputs and a ``SimulationJob`` row into a
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import logging
@@ -29,6 +30,7 @@ from django.utils import timezone
 
 from governance.figures import figure_json
 from governance.models import Cluster, Organization
+from governance.selectors.visibility import user_visibility
 from scheduler.engine import POLICIES
 from scheduler.models import SimulationJob, SimulationJobState
 from scheduler.selectors.budget import cluster_budget
@@ -261,9 +263,44 @@ def _load(job: SimulationJob) -> tuple[Trace, Budget]:
         raise TraceError("no job is submitted inside the chosen window", source=job.trace_name)
     if params["budgets"] == "live" and job.cluster is not None:
         budget = live_budget_tree(cluster=job.cluster)
+        trace, budget = _hide_unseen(trace, budget, user_visibility(user=job.created_by))
     else:
         budget = proportional_budgets(trace.jobs)
     return trace, budget
+
+
+def _hide_unseen(trace: Trace, budget: Budget, vis) -> tuple[Trace, Budget]:
+    """The live tree's programs and projects the requester may not see, renamed "another
+    program 1", "another project 1", … in the tree and the trace alike: the replay needs the
+    whole tree (every share counts), its results must not name what the requester cannot."""
+    seen = set(vis.programs().values_list("slug", flat=True)) | set(
+        vis.projects().values_list("slug", flat=True)
+    )
+    names: dict[str, str] = {}
+
+    def rename(node: Budget, depth: int) -> Budget:
+        short = node.name.split("/")[-1]
+        name = node.name
+        if depth > 0 and short not in seen:
+            word = "program" if node.children else "project"
+            count = sum(1 for v in names.values() if v.startswith(f"another {word} ")) + 1
+            name = names.setdefault(node.name, f"another {word} {count}")
+        return Budget(name, node.share, [rename(c, depth + 1) for c in node.children])
+
+    renamed = rename(budget, 0)
+    if not names:
+        return trace, budget
+    jobs = [dataclasses.replace(j, project=names.get(j.project, j.project)) for j in trace.jobs]
+    return (
+        Trace(
+            jobs=jobs,
+            format=trace.format,
+            source=trace.source,
+            duplicates=trace.duplicates,
+            projects=sorted({j.project for j in jobs}),
+        ),
+        renamed,
+    )
 
 
 def simulation_job_run(*, job_id: int, now: datetime | None = None) -> SimulationJob | None:

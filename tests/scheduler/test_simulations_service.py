@@ -273,3 +273,27 @@ def test_markup_in_an_uploaded_project_name_is_plain_text_in_every_chart(persona
             strings(per_policy[name]["data"])
     assert any("&lt;a href=" in t for t in texts)
     assert not any("<a" in t or "<b>" in t for t in texts)
+
+
+def test_a_simulation_on_the_live_tree_names_only_what_its_requester_may_see(personas):
+    # The program manager of Vision sees detection and segmentation, not Language's
+    # translation; the org admin sees all three.
+    trace = GOOD + "d,2026-01-05T00:30:00,3600,4,translation,,\n"
+
+    def run(user):
+        job = simulation_job_create(
+            user=user, organization=personas.organization, trace_source="upload", gpus=8,
+            gpus_per_node=8, budgets="live", cluster=personas.cluster, policies=["fairshare"],
+            upload=trace.encode(), upload_name="mix.csv",
+        )  # fmt: skip
+        job = simulation_job_run(job_id=job.pk)
+        assert job.state == SimulationJobState.DONE, job.error
+        return job
+
+    managers = run(personas.program_manager)
+    text = str(managers.result)
+    assert "translation" not in text.lower() and "language" not in text.lower()
+    assert any(p.startswith("another project ") for p in managers.result["budgeted_projects"])
+    assert {"detection", "segmentation"} <= set(managers.result["budgeted_projects"])
+    admins = run(personas.org_admin)
+    assert "translation" in admins.result["budgeted_projects"]
