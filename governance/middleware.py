@@ -1,4 +1,5 @@
-"""Site-wide request guards: body size before reading, and a 503 for a database that is away.
+"""Site-wide request guards: body size before reading, NUL characters, and a 503 for a
+database that is away.
 
 Refuse a request whose declared body is larger than the site accepts, before reading it.
 
@@ -36,6 +37,36 @@ class RequestSizeLimitMiddleware:
             if request.path.startswith("/api/"):
                 return JsonResponse({"detail": message}, status=413)
             return HttpResponse(message, status=413, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
+class NulCharacterMiddleware:
+    """400 for a NUL character in any query parameter, or in any form field of a page.
+
+    PostgreSQL stores no NUL in text, so one that reaches a query or a row is a 500; no field
+    of ours has a use for it. (API JSON bodies are checked by their parser, API form fields
+    by DRF's fields; uploaded files are bytes and may hold anything.)
+    """
+
+    FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        fields = [request.GET]
+        is_form = request.content_type in self.FORM_TYPES
+        if request.method == "POST" and is_form and not request.path.startswith("/api/"):
+            fields.append(request.POST)
+        for query in fields:
+            for name, values in query.lists():
+                if "\x00" in name or any("\x00" in v for v in values):
+                    message = f"{name.replace(chr(0), '')!r}: NUL characters are not accepted."
+                    if request.path.startswith("/api/"):
+                        return JsonResponse({"detail": message}, status=400)
+                    return HttpResponse(
+                        message, status=400, content_type="text/plain; charset=utf-8"
+                    )
         return self.get_response(request)
 
 

@@ -35,6 +35,23 @@ def read_limited(stream):
 MAX_JSON_DEPTH = 32
 
 
+def has_nul(value) -> bool:
+    """Does any string (key or value) of a parsed JSON value hold a NUL character?
+    PostgreSQL stores none, in text or in jsonb."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def nesting_depth(value) -> int:
     """How deep lists and objects nest in a parsed JSON value (iterative: any depth)."""
     deepest, stack = 0, [(value, 1)]
@@ -54,7 +71,7 @@ def nesting_depth(value) -> int:
 class LimitedJSONParser(parsers.JSONParser):
     """JSON parser that refuses bodies above ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (a 413) and
     bodies nested deeper than ``MAX_JSON_DEPTH`` (a 400, also when Python's own parser would
-    run out of stack on them)."""
+    run out of stack on them) or holding a NUL character anywhere (a 400)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
@@ -63,6 +80,8 @@ class LimitedJSONParser(parsers.JSONParser):
             raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.") from exc
         if nesting_depth(data) > MAX_JSON_DEPTH:
             raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.")
+        if has_nul(data):
+            raise ParseError("NUL characters are not accepted.")
         return data
 
 
