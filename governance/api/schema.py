@@ -38,8 +38,13 @@ DESCRIPTIONS = {
     "403": "Not allowed for this caller.",
     "404": "No such object, or not visible to this caller.",
     "413": "Request body too large.",
+    "429": "Too many failed sign-ins from this account or address; Retry-After says when to try again.",
 }
 METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+# Endpoints that take a password and lock out guessing (governance.services.lockout).
+LOCKED_OUT_PATHS = {"/api/token/"}
 
 
 def error_codes(method: str, operation: dict) -> list[str]:
@@ -62,10 +67,14 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
     """drf-spectacular post-processing hook: add the ``Error`` responses to every operation."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    for path_item in result.get("paths", {}).values():
+    for path, path_item in result.get("paths", {}).items():
         for method, operation in path_item.items():
             if method not in METHODS:
                 continue
+            if path in LOCKED_OUT_PATHS:
+                operation.setdefault("responses", {}).setdefault(
+                    "429", {"description": DESCRIPTIONS["429"]}
+                )
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and not parameter.get("required"):
                     parameter["allowEmptyValue"] = True

@@ -162,7 +162,7 @@ def test_a_blocked_gang_holds_nodes_once_it_waited_its_bound_across_cycles(db):
     gang.refresh_from_db()
     assert gang.blocked_since == first  # kept from the first cycle, not restarted
     # the emptiest node, then the first whose work is preemptible soonest
-    assert "holding node1, node4 until they free" in gang.engine_reason
+    assert "holding node1, node4 (2 of the 2 nodes it needs) until they free" in gang.engine_reason
 
 
 def test_a_workload_preempted_before_is_protected_longer_by_the_rebuilt_engine(world):
