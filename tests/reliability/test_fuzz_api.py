@@ -12,6 +12,10 @@ same inputs. The responses must pass:
 - ``content_type_conformance``: the body's media type is a documented one;
 - ``negative_data_rejection`` (negative mode): input that breaks the schema is refused (4xx).
 
+In positive mode a quarter of the query parameters and body fields are then swapped for
+hostile values of every class (``tests/reliability/hostile.py``): 64-bit overflow, unicode
+digits, dates past 9999, NaN, NUL, markup, huge strings, wrong JSON types.
+
 Ids: generated ids almost never exist, so half of the path ids and of the integer body fields
 that name objects are swapped for ids of real objects of the personas' world (with their
 cross-tenant counterparts), which drives requests past the 404 into the views' real work.
@@ -46,6 +50,7 @@ from scheduler.services.executor_reports import node_agent_create, node_register
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory
 from tests.personas import PERSONA_NAMES
+from tests.reliability.hostile import HOSTILE_JSON, HOSTILE_TEXT
 
 pytestmark = pytest.mark.django_db
 
@@ -159,6 +164,19 @@ def _with_real_ids(data, case, ids: list[int]) -> None:
                 obj[key] = data.draw(st.sampled_from(ids), label=key)
 
 
+def _with_hostile_values(data, case) -> None:
+    """Swap a hostile value (``tests/reliability/hostile.py``: the classes a parser chokes
+    on) into some of the case's query parameters and top-level body fields: the schema's own
+    strategies rarely draw unicode digits, 2**70 or a NUL, which is where 500s hid."""
+    for name in list(case.query or {}):
+        if data.draw(st.integers(0, 3), label=f"hostile {name}?") == 0:
+            case.query[name] = data.draw(st.sampled_from(HOSTILE_TEXT), label=name)
+    if isinstance(case.body, dict):
+        for key in list(case.body):
+            if data.draw(st.integers(0, 3), label=f"hostile {key}?") == 0:
+                case.body[key] = data.draw(st.sampled_from(HOSTILE_JSON), label=key)
+
+
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 def test_operation_as_every_principal(operation, mode, principals):
@@ -178,6 +196,7 @@ def test_operation_as_every_principal(operation, mode, principals):
         case = data.draw(strategy, label="case")
         if mode == GenerationMode.POSITIVE:
             _with_real_ids(data, case, ids)
+            _with_hostile_values(data, case)
         for principal in PRINCIPALS:
             case.call_and_validate(headers=headers[principal], checks=checks)
 

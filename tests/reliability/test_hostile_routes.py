@@ -24,26 +24,10 @@ from tests.governance.test_permission_matrix import (  # noqa: F401
     fast_password_hasher,
     world,
 )
+from tests.reliability.hostile import HOSTILE_TEXT as HOSTILE
 
 pytestmark = pytest.mark.django_db
 
-# Classes of values a parser chokes on: beyond 64 bits, unicode digits, dates past 9999,
-# negative, not-a-number, huge strings, NUL, markup, empty, wrong types.
-HOSTILE = [
-    "99999999999999999999999999",
-    "²",
-    "٣٤",
-    "10000-01-01",
-    "99999-12",
-    "2026-02-30",
-    "-1",
-    "NaN",
-    "1e400",
-    "x" * 3000,
-    "\x00",
-    "<a href=x>y</a>",
-    "",
-]
 # Every parameter name the pages and the API read somewhere.
 PARAMETERS = [
     "page", "limit", "offset", "state", "project", "cluster", "program", "node", "start", "end",
