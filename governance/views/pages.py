@@ -26,12 +26,17 @@ from governance.views.common import organization_of, visibility_of, visible_node
 # What each role lets a person do, in the words of the home page.
 ROLE_ABILITIES = {
     Role.ORG_ADMIN: "Split the organization's GPU time among its programs, change any split "
-    "below it, and decide requests from program managers and PIs.",
+    "below it, decide requests from program managers and PIs, grant roles, and operate the "
+    "nodes.",
     Role.PROGRAM_MANAGER: "Split your program among its projects directly, decide your PIs' "
-    "requests, and ask the org admins for a different share for your program.",
-    Role.PI: "See your project's share and ask your program manager for more (or less).",
-    Role.RESEARCHER: "See your project's share of each cluster and how it changed.",
-    Role.FINANCE: "Read the whole tree and its history (read only).",
+    "requests, add researchers to your projects, and ask the org admins for a different "
+    "share for your program.",
+    Role.PI: "Submit workloads, cancel any of your project's, see your project's share and ask "
+    "your program manager for more (or less).",
+    Role.RESEARCHER: "Submit workloads to your project, follow them in My queue, and see your "
+    "project's share of each cluster.",
+    Role.FINANCE: "Read the whole tree and its history, and the usage reports with their cost "
+    "(read only).",
 }
 
 
