@@ -35,37 +35,28 @@ def read_limited(stream):
 MAX_JSON_DEPTH = 32
 
 
-def has_nul(value) -> bool:
-    """Does any string (key or value) of a parsed JSON value hold a NUL character?
-    PostgreSQL stores none, in text or in jsonb."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def nesting_depth(value) -> int:
-    """How deep lists and objects nest in a parsed JSON value (iterative: any depth)."""
-    deepest, stack = 0, [(value, 1)]
+def json_refusal(value) -> str | None:
+    """Why a parsed JSON value is refused, or None: nested deeper than ``MAX_JSON_DEPTH``, or
+    a NUL character in any key or string (PostgreSQL stores none, in text or in jsonb). One
+    iterative pass over the value (any depth, no recursion)."""
+    stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "NUL characters are not accepted."
+            continue
         if isinstance(item, dict):
-            items = item.values()
+            stack.extend((key, depth) for key in item)
+            children = item.values()
         elif isinstance(item, list):
-            items = item
+            children = item
         else:
             continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in items)
-    return deepest
+        if depth > MAX_JSON_DEPTH:
+            return f"JSON nested more than {MAX_JSON_DEPTH} levels deep."
+        stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 class LimitedJSONParser(parsers.JSONParser):
@@ -78,10 +69,9 @@ class LimitedJSONParser(parsers.JSONParser):
             data = super().parse(read_limited(stream), media_type, parser_context)
         except RecursionError as exc:
             raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.") from exc
-        if nesting_depth(data) > MAX_JSON_DEPTH:
-            raise ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.")
-        if has_nul(data):
-            raise ParseError("NUL characters are not accepted.")
+        refusal = json_refusal(data)
+        if refusal is not None:
+            raise ParseError(refusal)
         return data
 
 

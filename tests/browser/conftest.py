@@ -98,3 +98,17 @@ def sign_out(page) -> None:
     """Sign out with the top bar's button."""
     page.get_by_role("button", name="Sign out").click()
     page.wait_for_url("**/accounts/login/")
+
+
+def run_uploaded_simulation(page, live_server, trace_path) -> None:
+    """On the simulator page, run the whole uploaded trace on 8 GPUs; wait for the job's page."""
+    import re
+
+    page.goto(f"{live_server.url}/simulator/")
+    page.get_by_label("Upload a CSV in the canonical format").check()
+    page.locator("input[name=trace_file]").set_input_files(str(trace_path))
+    page.get_by_label("Start (days after the first job)").fill("")
+    page.get_by_label("Length (days of submissions)").fill("")
+    page.get_by_label("Cluster GPUs").fill("8")
+    page.get_by_role("button", name="Run the simulation").click()
+    page.wait_for_url(re.compile(r".*/simulator/\d+/$"))

@@ -3,12 +3,10 @@ characters typed, never as a link or bold text inside the simulator's charts."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import sign_in
+from tests.browser.conftest import run_uploaded_simulation, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -27,14 +25,7 @@ def test_markup_in_an_uploaded_project_name_is_shown_as_typed(
         "b,2026-01-05T00:10:00,3600,4,segmentation,,\n"
     )
     sign_in(page, live_server, "program_manager", world.password)
-    page.goto(f"{live_server.url}/simulator/")
-    page.get_by_label("Upload a CSV in the canonical format").check()
-    page.locator("input[name=trace_file]").set_input_files(str(trace))
-    page.get_by_label("Start (days after the first job)").fill("")
-    page.get_by_label("Length (days of submissions)").fill("")
-    page.get_by_label("Cluster GPUs").fill("8")
-    page.get_by_role("button", name="Run the simulation").click()
-    page.wait_for_url(re.compile(r".*/simulator/\d+/$"))
+    run_uploaded_simulation(page, live_server, trace)
     expect(page.get_by_test_id("comparison")).to_be_visible(timeout=60_000)
     charts = page.locator(".js-plotly-plot")
     expect(charts.first).to_be_visible(timeout=30_000)

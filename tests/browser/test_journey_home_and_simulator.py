@@ -4,15 +4,13 @@ without a broker (make run) runs in the background while its page shows the prog
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.models import Node, SimulationJob, SimulationJobState
 from scheduler.services.workloads import workload_submit
-from tests.browser.conftest import sign_in, sign_out
+from tests.browser.conftest import run_uploaded_simulation, sign_in, sign_out
 from tests.browser.test_screenshots import out_dir, shoot  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -76,14 +74,7 @@ def test_a_simulation_without_a_broker_runs_in_the_background_and_its_page_follo
     trace.write_text(TRACE)
     page.set_viewport_size({"width": width, "height": 900})
     sign_in(page, live_server, "program_manager", p.password)
-    page.goto(f"{live_server.url}/simulator/")
-    page.get_by_label("Upload a CSV in the canonical format").check()
-    page.locator("input[name=trace_file]").set_input_files(str(trace))
-    page.get_by_label("Start (days after the first job)").fill("")
-    page.get_by_label("Length (days of submissions)").fill("")
-    page.get_by_label("Cluster GPUs").fill("8")
-    page.get_by_role("button", name="Run the simulation").click()
-    page.wait_for_url(re.compile(r".*/simulator/\d+/$"))
+    run_uploaded_simulation(page, live_server, trace)
     job = SimulationJob.objects.get()
     # The page is back before the replay is done; it follows it and shows the comparison.
     expect(page.get_by_test_id("comparison")).to_be_visible(timeout=60_000)
