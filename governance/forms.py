@@ -15,6 +15,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from governance.fields import DayFormField
 from governance.models import Cluster, Program, Project
 
 PERCENT_ERRORS = {
@@ -46,7 +47,7 @@ class TreeFilterForm(forms.Form):
     """Which cluster the tree shows, and as of which day (today when empty)."""
 
     cluster = forms.TypedChoiceField(coerce=int, label="Cluster")
-    at = forms.DateField(
+    at = DayFormField(
         required=False,
         label="As of",
         widget=forms.DateInput(attrs={"type": "date"}),
@@ -87,14 +88,14 @@ class SplitForm(forms.Form):
     user cannot see (``others``) count toward the sum but are not sent to the service.
     """
 
-    valid_from = forms.DateField(
+    valid_from = DayFormField(
         required=False,
         label="Valid from",
         help_text="Empty means now.",
         widget=forms.DateInput(attrs={"type": "date"}),
         error_messages={"invalid": "Enter a date as YYYY-MM-DD."},
     )
-    valid_to = forms.DateField(
+    valid_to = DayFormField(
         required=False,
         label="Valid to (optional)",
         help_text="For a temporary change: the old shares come back at the start of this day.",
@@ -110,7 +111,7 @@ class SplitForm(forms.Form):
     )
     # The day whose shares the editor showed (empty: today). Saving for another day first
     # shows that day's shares: what is saved is always what the editor showed for its start.
-    shown_for = forms.DateField(required=False, widget=forms.HiddenInput)
+    shown_for = DayFormField(required=False, widget=forms.HiddenInput)
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from rest_framework.routers import DefaultRouter
 
 from governance.api.views import VisibilityMixin, resolve_visible
 from governance.choices import AuditAction, Role
+from governance.fields import DayFilter
 from governance.models import AuditEvent, RoleAssignment
 from governance.selectors.audit import (
     AuditFilter,
@@ -79,8 +80,8 @@ class AuditEventFilter(django_filters.FilterSet):
     actor = django_filters.CharFilter(
         method="_noop", max_length=150, help_text='A username, or "system".'
     )
-    since = django_filters.DateFilter(method="_noop", help_text="First day, included.")
-    until = django_filters.DateFilter(method="_noop", help_text="Last day, included.")
+    since = DayFilter(method="_noop", help_text="First day, included.")
+    until = DayFilter(method="_noop", help_text="Last day, included.")
     object_kind = django_filters.CharFilter(method="_noop", max_length=30)
     object_id = django_filters.NumberFilter(method="_noop", min_value=0, max_value=2**63 - 1)
 

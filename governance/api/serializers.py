@@ -13,6 +13,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from governance.choices import ApprovalState
+from governance.fields import InstantSerializerField
 from governance.models import (
     Allocation,
     ApprovalDecision,
@@ -248,8 +249,8 @@ class SplitInputSerializer(serializers.Serializer):
     cluster = serializers.IntegerField(min_value=1)
     shares = ShareInputSerializer(many=True, allow_empty=False)
     reason = serializers.CharField(max_length=2000)
-    valid_from = serializers.DateTimeField(required=False, allow_null=True)
-    valid_to = serializers.DateTimeField(required=False, allow_null=True)
+    valid_from = InstantSerializerField(required=False, allow_null=True)
+    valid_to = InstantSerializerField(required=False, allow_null=True)
 
     def validate_shares(self, shares):
         return _unique_nodes(shares)
@@ -262,8 +263,8 @@ class ApprovalRequestInputSerializer(serializers.Serializer):
     cluster = serializers.IntegerField(min_value=1)
     lines = ShareInputSerializer(many=True, allow_empty=False)
     reason = serializers.CharField(max_length=2000)
-    effective_from = serializers.DateTimeField(required=False, allow_null=True)
-    effective_to = serializers.DateTimeField(required=False, allow_null=True)
+    effective_from = InstantSerializerField(required=False, allow_null=True)
+    effective_to = InstantSerializerField(required=False, allow_null=True)
     submit = serializers.BooleanField(
         default=True, help_text="Submit at once (default) or keep as a draft."
     )
@@ -281,7 +282,7 @@ class DecisionInputSerializer(serializers.Serializer):
 class TreeQuerySerializer(serializers.Serializer):
     """Query parameters of the tree: the instant to show (default now)."""
 
-    at = serializers.DateTimeField(required=False)
+    at = InstantSerializerField(required=False)
 
 
 class HistoryQuerySerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from governance.models import Cluster
+from governance.parsing import calendar_day, calendar_month, whole_number
 from governance.selectors.reports import LEVELS, report_period_of_month, report_validate_period
 from governance.services.reports import previous_month
 
@@ -29,29 +30,22 @@ class ReportQuery:
 
 
 def _date(value: str, field: str) -> date:
-    try:
-        return datetime.strptime(value.strip(), "%Y-%m-%d").date()
-    except ValueError:
-        raise ValidationError(
-            {field: [f"Enter a date as YYYY-MM-DD, not {value[:40]!r}."]}
-        ) from None
+    day = calendar_day(value)
+    if day is None:
+        raise ValidationError({field: [f"Enter a date as YYYY-MM-DD, not {value[:40]!r}."]})
+    return day
 
 
 def _month(value: str) -> date:
-    try:
-        return datetime.strptime(value.strip(), "%Y-%m").date()
-    except ValueError:
-        raise ValidationError(
-            {"month": [f"Enter a month as YYYY-MM, not {value[:40]!r}."]}
-        ) from None
+    month = calendar_month(value)
+    if month is None:
+        raise ValidationError({"month": [f"Enter a month as YYYY-MM, not {value[:40]!r}."]})
+    return month
 
 
 def _positive_int(value: str, field: str, what: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValidationError({field: [f"Enter the id of a {what} (a whole number)."]}) from None
-    if number < 1:
+    number = whole_number(value.strip())
+    if number is None or number < 1:
         raise ValidationError({field: [f"Enter the id of a {what} (a whole number)."]})
     return number
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from governance.choices import AuditAction
+from governance.fields import DayFormField
 from governance.selectors.audit import (
     AuditFilter,
     audit_diff_rows,
@@ -48,10 +49,10 @@ class AuditFilterForm(forms.Form):
     actor = forms.CharField(
         required=False, max_length=150, label="Who", help_text='A username, or "system".'
     )
-    since = forms.DateField(
+    since = DayFormField(
         required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
     )
-    until = forms.DateField(
+    until = DayFormField(
         required=False, label="To (included)", widget=forms.DateInput(attrs={"type": "date"})
     )
 

@@ -24,6 +24,7 @@ from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from governance.fields import DayFormField
 from governance.figures import figure_json
 from governance.figures_dashboards import (
     delivery_bars,
@@ -67,12 +68,10 @@ class DashboardFilterForm(forms.Form):
 
     cluster = forms.IntegerField(required=False)
     period = forms.ChoiceField(choices=PERIODS, required=False)
-    start = forms.DateField(
+    start = DayFormField(
         required=False, error_messages={"invalid": "Enter the start as YYYY-MM-DD."}
     )
-    end = forms.DateField(
-        required=False, error_messages={"invalid": "Enter the end as YYYY-MM-DD."}
-    )
+    end = DayFormField(required=False, error_messages={"invalid": "Enter the end as YYYY-MM-DD."})
     days = forms.TypedChoiceField(choices=HISTORY_DAYS, coerce=int, required=False)
 
 

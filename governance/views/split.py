@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import date
 from decimal import Decimal
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -15,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from governance.fields import DayFormField
 from governance.forms import SplitForm, SplitRow, start_of_day
 from governance.models import Program
 from governance.selectors.tree import children_shares, share_at
@@ -116,7 +116,7 @@ def _start_day(data) -> date | None:
     """The future day a change starts on, read from ``valid_from`` (None: today, or a value
     the form itself will refuse)."""
     try:
-        day = forms.DateField(required=False).clean(data.get("valid_from", ""))
+        day = DayFormField(required=False).clean(data.get("valid_from", ""))
     except ValidationError:
         return None
     return day if day and day > timezone.localdate() else None

@@ -14,17 +14,19 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 
+from governance.api.authentication import SecretLockoutMixin
 from scheduler.models import NodeAgent
 from scheduler.services.executor_reports import node_agent_authenticate
 
 KEYWORD = "Token"
 
 
-class AgentTokenAuthentication(BaseAuthentication):
+class _AgentTokenCheck(BaseAuthentication):
     """``Authorization: Token <agent token>`` → ``request.auth`` is the ``NodeAgent``.
 
     ``request.user`` stays anonymous: an agent is not a person and holds no role, so nothing
     that checks users (visibility, permissions of the budget API) can grant it anything.
+    Invalid tokens count against the client address (``SecretLockoutMixin``).
     """
 
     def authenticate(self, request):
@@ -44,6 +46,12 @@ class AgentTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return KEYWORD
+
+
+class AgentTokenAuthentication(SecretLockoutMixin, _AgentTokenCheck):
+    """Agent tokens (``_AgentTokenCheck``) under the address lockout for invalid ones."""
+
+    keyword = KEYWORD
 
 
 class IsNodeAgent(BasePermission):

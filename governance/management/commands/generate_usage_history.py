@@ -41,6 +41,7 @@ from governance.models import (
     Project,
     RoleAssignment,
 )
+from governance.parsing import calendar_day
 from governance.services.reports import usage_days_refresh
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
 from scheduler.models import AccountingCursor, Run, Workload
@@ -172,10 +173,10 @@ class Command(BaseCommand):
         if not 1 <= days <= 3660:
             raise CommandError("--days must be between 1 and 3660.")
         if options["end"]:
-            try:
-                end = datetime.strptime(options["end"], "%Y-%m-%d").replace(tzinfo=UTC)
-            except ValueError as exc:
-                raise CommandError("--end must be a date, YYYY-MM-DD.") from exc
+            day = calendar_day(options["end"])
+            if day is None:
+                raise CommandError("--end must be a date, YYYY-MM-DD.")
+            end = datetime(day.year, day.month, day.day, tzinfo=UTC)
         else:
             end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         start = end - timedelta(days=days)
