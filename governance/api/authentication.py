@@ -28,9 +28,8 @@ class SecretLockoutMixin:
         address = request.META.get("REMOTE_ADDR", "")
         wait = secret_lockout_wait(address=address)
         if wait:
-            raise exceptions.Throttled(
-                wait, detail=f"Too many invalid tokens from this address; try again in {wait} s."
-            )
+            # DRF adds "Expected available in N seconds." and the Retry-After header.
+            raise exceptions.Throttled(wait, detail="Too many invalid tokens from this address.")
         try:
             return super().authenticate(request)
         except exceptions.AuthenticationFailed:

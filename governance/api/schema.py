@@ -11,7 +11,9 @@ documented refusal from a bug. The rules follow what the code can return:
   and every write (a state change refused as such: submitting a request that is no draft);
 - 404: operations with path parameters or a request body (an object named in the path or
   the body that does not exist or is not visible to the caller);
-- 413: operations that take a request body (``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+- 413: operations that take a request body (``DATA_UPLOAD_MAX_MEMORY_SIZE``);
+- 429: the password endpoint and every operation that accepts a bearer token (users' or
+  agents'): failed sign-ins and invalid tokens lock out (``governance.services.lockout``).
 
 It also marks every optional query parameter ``allowEmptyValue``: the API reads ``?name=``
 as "not given" (django-filter's convention, kept by the report's own parameters), so a
@@ -38,13 +40,18 @@ DESCRIPTIONS = {
     "403": "Not allowed for this caller.",
     "404": "No such object, or not visible to this caller.",
     "413": "Request body too large.",
-    "429": "Too many failed sign-ins from this account or address; Retry-After says when to try again.",
+    "429": (
+        "Too many failed sign-ins or invalid tokens from this account or address; "
+        "Retry-After says when to try again."
+    ),
 }
 METHODS = {"get", "post", "put", "patch", "delete"}
 
 
 # Endpoints that take a password and lock out guessing (governance.services.lockout).
 LOCKED_OUT_PATHS = {"/api/token/"}
+# Security schemes whose invalid secrets lock out their client address.
+LOCKED_OUT_SCHEMES = {"tokenAuth", "agentToken"}
 
 
 def error_codes(method: str, operation: dict) -> list[str]:
@@ -60,6 +67,8 @@ def error_codes(method: str, operation: dict) -> list[str]:
         codes.append("404")
     if "requestBody" in operation:
         codes.append("413")
+    if any(LOCKED_OUT_SCHEMES & set(entry) for entry in operation.get("security", [])):
+        codes.append("429")
     return codes
 
 
