@@ -1,10 +1,11 @@
-"""``python -m scheduler.cli``: submit, list, show and cancel workloads through the REST API.
+"""``python -m scheduler.cli``: submit (one or a sweep), list, show and cancel workloads via the API.
 
 A thin wrapper: the API is the contract (``/api/workloads/``, see ``/api/docs/``). The server
 and token come from ``--server``/``--token`` or ``GOVERNANCE_SERVER``/``GOVERNANCE_TOKEN``;
 ``token`` exchanges a username and password for one. Standard library only.
 
     python -m scheduler.cli submit --project vision --gpus 8 --min-runtime 30m -- python train.py
+    python -m scheduler.cli submit-many sweep.json
     python -m scheduler.cli list --state pending
     python -m scheduler.cli show 42
     python -m scheduler.cli cancel 42
@@ -21,6 +22,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -119,6 +121,22 @@ def cmd_submit(api: APIClient, options) -> Any:
     return api.request("POST", "/api/workloads/", payload)
 
 
+def cmd_submit_many(api: APIClient, options) -> Any:
+    """Submit a sweep: a JSON file ("-": standard input) with the workloads of
+    ``POST /api/workloads/bulk/`` (``{"workloads": [...]}`` or the list). All or none."""
+    try:
+        text = sys.stdin.read() if options.file == "-" else Path(options.file).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read {options.file}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CLIError(f"{options.file} is not JSON: {exc}") from None
+    return api.request(
+        "POST", "/api/workloads/bulk/", {"workloads": data} if isinstance(data, list) else data
+    )
+
+
 def cmd_list(api: APIClient, options) -> Any:
     """List the workloads the caller may see (newest first)."""
     query = {"limit": options.limit}
@@ -149,6 +167,9 @@ def render(command: str, data: Any) -> str:
     """Plain-text output for a person."""
     if command == "token":
         return data["token"]
+    if command == "submit-many":
+        ids = data["ids"]
+        return f"Queued {data['count']} workloads (ids {ids[0]} … {ids[-1]})."
     if command == "list":
         rows = data.get("results", data) if isinstance(data, dict) else data
         lines = [f"{'ID':>6}  {'STATE':<10} {'GPUS':>4}  {'MIN RUN':>7}  {'POS':>4}  NAME / REASON"]
@@ -185,6 +206,7 @@ def render(command: str, data: Any) -> str:
 
 COMMANDS = {
     "submit": cmd_submit,
+    "submit-many": cmd_submit_many,
     "list": cmd_list,
     "show": cmd_show,
     "cancel": cmd_cancel,
@@ -219,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration", type=parse_duration, help="Declared duration (simulated executor)."
     )
     submit.add_argument("argv", nargs=argparse.REMAINDER, help="-- command and its arguments")
+
+    many = sub.add_parser(
+        "submit-many", help="Submit a sweep of up to 1,000 workloads from a JSON file, all or none."
+    )
+    many.add_argument("file", help='JSON file ("-": standard input), as POST /api/workloads/bulk/.')
 
     listing = sub.add_parser("list", help="List workloads you may see.")
     listing.add_argument("--state")

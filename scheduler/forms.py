@@ -6,10 +6,12 @@ validate the request itself (the same rules as the API) and name the field they 
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from django import forms
 
+from governance.api.parsers import MAX_JSON_DEPTH, json_refusal
 from scheduler.engine import POLICIES
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, PHILLY_DEFAULTS
 
@@ -62,6 +64,41 @@ class WorkloadSubmitForm(forms.Form):
         if not argv:
             raise forms.ValidationError("Give a command to run.")
         return argv
+
+
+# A sweep file holds at most 1,000 workloads; 1 MB leaves each about 1 KB.
+MAX_SWEEP_BYTES = 1_000_000
+
+
+class SweepUploadForm(forms.Form):
+    """A sweep as a JSON file in the API's bulk shape: ``{"workloads": [...]}`` or the list."""
+
+    sweep_file = forms.FileField(
+        label="Sweep file (JSON)",
+        help_text=(
+            "Up to 1,000 workloads as in <code>POST /api/workloads/bulk/</code>: "
+            '<code>{"workloads": [{"project": "detection", "gpus": 1, '
+            '"min_runtime_seconds": 900, "launch_spec": {"command": ["python", "train.py", '
+            '"--lr", "0.01"]}}, ...]}</code>; at most 1 MB. All are queued or none.'
+        ),
+    )
+
+    def clean_sweep_file(self) -> dict:
+        upload = self.cleaned_data["sweep_file"]
+        if upload.size > MAX_SWEEP_BYTES:
+            raise forms.ValidationError(f"The file is over {MAX_SWEEP_BYTES // 1_000_000} MB.")
+        try:
+            data = json.loads(upload.read().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise forms.ValidationError(f"The file is not JSON in UTF-8: {exc}.") from None
+        except RecursionError:
+            raise forms.ValidationError(
+                f"JSON nested more than {MAX_JSON_DEPTH} levels deep."
+            ) from None
+        refusal = json_refusal(data)
+        if refusal is not None:
+            raise forms.ValidationError(refusal)
+        return {"workloads": data} if isinstance(data, list) else data
 
 
 class SimulationForm(forms.Form):

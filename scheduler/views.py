@@ -19,13 +19,17 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Prefetch, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
+from governance.api_errors import flatten_errors
 from governance.models import Cluster, Organization, Program, Project
 from governance.views.common import visibility_of
+from scheduler.api.views import sweep_submit
 from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, WorkloadState
-from scheduler.forms import SimulationForm, WorkloadSubmitForm
+from scheduler.forms import SimulationForm, SweepUploadForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
 from scheduler.selectors.node_map import (
@@ -313,13 +317,17 @@ def workload_submit_view(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "HEAD", "POST"):
         return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
     vis = visibility_of(request)
-    form = _submit_form(vis, request.POST if request.method == "POST" else None)
+    sweep = request.method == "POST" and request.POST.get("form") == "sweep"
+    form = _submit_form(vis, request.POST if request.method == "POST" and not sweep else None)
     if form is None:
         raise PermissionDenied("Only members of a project may submit workloads.")
+    if sweep:
+        return _submit_sweep(request, vis, form)
+    page = {"form": form, "sweep_form": SweepUploadForm()}
     if request.method != "POST":
-        return render(request, "scheduler/workload_submit.html", {"form": form})
+        return render(request, "scheduler/workload_submit.html", page)
     if not form.is_valid():
-        return render(request, "scheduler/workload_submit.html", {"form": form}, status=400)
+        return render(request, "scheduler/workload_submit.html", page, status=400)
     data = form.cleaned_data
     declared = data["declared_duration_minutes"]
     try:
@@ -344,11 +352,42 @@ def workload_submit_view(request: HttpRequest) -> HttpResponse:
         for field, errors in exc.message_dict.items():
             name = fields.get(field, field)
             form.add_error(name if name in form.fields else None, errors)
-        return render(request, "scheduler/workload_submit.html", {"form": form}, status=400)
+        return render(request, "scheduler/workload_submit.html", page, status=400)
     messages.success(
         request, f"{workload.name} is queued; the next scheduling cycle places it or says why not."
     )
     return redirect("scheduler:workload-detail", pk=workload.pk)
+
+
+# A refused sweep lists this many of its errors; the rest are counted.
+SWEEP_ERRORS_SHOWN = 50
+
+
+def _submit_sweep(request: HttpRequest, vis, form) -> HttpResponse:
+    """Queue the workloads of an uploaded sweep file, all or none (``sweep_submit``); a
+    refusal lists each bad item by its index, and nothing is stored."""
+    sweep_form = SweepUploadForm(request.POST, request.FILES)
+    page = {"form": form, "sweep_form": sweep_form}
+    if not sweep_form.is_valid():
+        return render(request, "scheduler/workload_submit.html", page, status=400)
+    try:
+        created = sweep_submit(
+            vis=vis, data=sweep_form.cleaned_data["sweep_file"], user=request.user
+        )
+    except DRFValidationError as exc:
+        errors = [
+            f"{field}: {' '.join(messages)}"
+            for field, messages in flatten_errors(exc.detail).items()
+        ]
+        page["sweep_errors"] = errors[:SWEEP_ERRORS_SHOWN]
+        page["sweep_errors_more"] = max(0, len(errors) - SWEEP_ERRORS_SHOWN)
+        return render(request, "scheduler/workload_submit.html", page, status=400)
+    messages.success(
+        request,
+        f"{len(created):,} workloads are queued; the next scheduling cycle places them or says "
+        "why not.",
+    )
+    return redirect(f"{reverse('scheduler:workloads')}?state=pending&mine=1")
 
 
 @login_required

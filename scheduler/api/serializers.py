@@ -14,6 +14,7 @@ from governance.filters import visibility_of
 from scheduler.choices import ExitOutcome
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
 from scheduler.selectors.workloads import may_cancel
+from scheduler.services.workloads import MAX_BULK_WORKLOADS
 
 # --- Workloads ------------------------------------------------------------------------------
 
@@ -171,6 +172,24 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         if not isinstance(value, dict):
             raise serializers.ValidationError('Must be an object such as {"command": [...]}.')
         return value
+
+
+class WorkloadBulkSubmitSerializer(serializers.Serializer):
+    """A sweep: up to 1,000 workloads, each as in a single submit, stored all or none."""
+
+    workloads = WorkloadSubmitSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=MAX_BULK_WORKLOADS,
+        help_text=f"1 to {MAX_BULK_WORKLOADS} workloads; a bad one is named by its index.",
+    )
+
+
+class WorkloadBulkResultSerializer(serializers.Serializer):
+    """What a sweep created: how many, and their ids in the order given."""
+
+    count = serializers.IntegerField()
+    ids = serializers.ListField(child=serializers.IntegerField())
 
 
 # --- Nodes and agents -----------------------------------------------------------------------

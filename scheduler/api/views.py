@@ -15,9 +15,11 @@ from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.response import Response
 
 from governance.api.views import VisibilityMixin, resolve_visible
+from governance.api_errors import flatten_errors
 from governance.filters import StrictBooleanFilter
 from governance.models import Cluster, Project
 from governance.parsing import whole_number
@@ -27,6 +29,8 @@ from scheduler.api.serializers import (
     NodeAgentCreateSerializer,
     NodeAgentSerializer,
     NodeSerializer,
+    WorkloadBulkResultSerializer,
+    WorkloadBulkSubmitSerializer,
     WorkloadDetailSerializer,
     WorkloadSerializer,
     WorkloadSubmitSerializer,
@@ -36,7 +40,13 @@ from scheduler.models import Node, NodeAgent, Run, Workload
 from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
-from scheduler.services.workloads import workload_cancel, workload_submit
+from scheduler.services.workloads import (
+    MAX_BULK_WORKLOADS,
+    workload_cancel,
+    workload_submit,
+    workload_submit_many,
+    workload_sweep_errors,
+)
 
 # --- Visibility helpers -----------------------------------------------------------------------
 
@@ -168,6 +178,22 @@ class WorkloadViewSet(
         data = WorkloadDetailSerializer(workload, context={"request": request}).data
         return Response(data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        summary="Submit a sweep: up to 1,000 workloads in one call, all or none",
+        request=WorkloadBulkSubmitSerializer,
+        responses={201: WorkloadBulkResultSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request):
+        """Every workload is checked first (each bad one named by index, as
+        ``workloads[3].gpus``); then all are stored in one transaction and one scheduling
+        cycle per cluster is queued. Nothing is stored when any is refused."""
+        created = sweep_submit(vis=self.visibility, data=request.data, user=request.user)
+        return Response(
+            {"count": len(created), "ids": [w.pk for w in created]},
+            status=status.HTTP_201_CREATED,
+        )
+
     @extend_schema(summary="Cancel a workload", request=None, responses=WorkloadDetailSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
@@ -186,6 +212,57 @@ class WorkloadViewSet(
         fresh = self.get_queryset().get(pk=workload.pk)
         data = WorkloadDetailSerializer(fresh, context={"request": self.request}).data
         return Response(data, status=code)
+
+
+def sweep_submit(*, vis, data, user) -> list[Workload]:
+    """Read, check and store a sweep (``WorkloadBulkSubmitSerializer``'s shape) for ``user``:
+    the API's bulk submit and the submit page's file upload.
+
+    Raises DRF's ``ValidationError`` naming every bad item by index (``workloads[3].gpus``):
+    malformed, on a project the user does not belong to, or more than the cluster can run.
+    Nothing is stored unless every item is good.
+    """
+    raw = data.get("workloads") if isinstance(data, dict) else None
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_BULK_WORKLOADS:
+        raise DRFValidationError(
+            {"workloads": [f"Give a list of 1 to {MAX_BULK_WORKLOADS:,} workloads."]}
+        )
+    resolved: dict[tuple, tuple[Project, Cluster] | DjangoValidationError] = {}
+    items, errors = [], {}
+    for index, entry in enumerate(raw):
+        # Item by item, so that every bad one is named, whatever is wrong with it.
+        one = WorkloadSubmitSerializer(data=entry)
+        if not one.is_valid():
+            for field, messages in flatten_errors(one.errors).items():
+                name = "" if field == "non_field_errors" else f".{field}"
+                errors[f"workloads[{index}]{name}"] = messages
+            continue
+        fields = one.validated_data
+        key = (fields["project"], fields.get("cluster"))
+        if key not in resolved:  # a sweep names the same project hundreds of times
+            try:
+                project = member_project(vis, fields["project"])
+                resolved[key] = (project, project_cluster(project, fields.get("cluster")))
+            except DjangoValidationError as exc:
+                resolved[key] = exc
+        where = resolved[key]
+        if isinstance(where, DjangoValidationError):
+            for field, messages in where.message_dict.items():
+                errors[f"workloads[{index}].{field}"] = messages
+            continue
+        item = {**fields, "project": where[0], "cluster": where[1]}
+        item["name"] = fields.get("name") or _default_name(fields["launch_spec"])
+        items.append((index, item))
+    if errors:  # name every bad item, not only those whose project was unknown
+        errors.update(workload_sweep_errors(items))
+        raise DRFValidationError(dict(sorted(errors.items(), key=_by_index)))
+    return workload_submit_many(items=[item for _, item in items], submitted_by=user)
+
+
+def _by_index(entry: tuple[str, list]) -> tuple[int, str]:
+    """Sort key of a sweep's error: the item's index, then the field."""
+    key = entry[0]
+    return int(key[key.index("[") + 1 : key.index("]")]), key
 
 
 def _default_name(launch_spec: dict) -> str:

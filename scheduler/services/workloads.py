@@ -124,6 +124,82 @@ def workload_submit(
     return workload
 
 
+# One call submits at most this many workloads (a sweep); more is refused, not truncated.
+MAX_BULK_WORKLOADS = 1000
+
+
+def workload_sweep_errors(items) -> dict[str, list[str]]:
+    """What is wrong with each ``(index, item)`` of a sweep, as ``{"workloads[i].field":
+    [messages]}`` (empty: nothing). Items as in ``workload_submit_many``."""
+    errors: dict[str, list[str]] = {}
+    for index, item in items:
+        try:
+            _validate(
+                project=item["project"],
+                cluster=item["cluster"],
+                name=item.get("name", ""),
+                gpus=item.get("gpus"),
+                nodes=item.get("nodes", 1),
+                min_runtime_seconds=item.get("min_runtime_seconds", 0),
+                launch_spec=item.get("launch_spec", {}),
+                declared_duration_seconds=item.get("declared_duration_seconds"),
+            )
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors[f"workloads[{index}].{field}"] = messages
+    return errors
+
+
+def workload_submit_many(
+    *, items: list[dict], submitted_by=None, now: datetime | None = None
+) -> list[Workload]:
+    """Queue a sweep: every workload of ``items`` or none, one cycle per cluster afterwards.
+
+    Each item holds ``workload_submit``'s keyword arguments (``project`` and ``cluster``
+    resolved). Every item is validated before anything is stored; a bad one raises
+    ``ValidationError`` naming it by index (``workloads[3].gpus``), with every bad item of
+    the call, and stores nothing. All share one submit time, in the order given.
+    """
+    if not items:
+        raise ValidationError({"workloads": ["Give at least one workload."]})
+    if len(items) > MAX_BULK_WORKLOADS:
+        raise ValidationError(
+            {
+                "workloads": [
+                    f"At most {MAX_BULK_WORKLOADS} workloads in one call, not {len(items)}."
+                ]
+            }
+        )
+    errors = workload_sweep_errors(enumerate(items))
+    if errors:
+        raise ValidationError(errors)
+    now = now or timezone.now()
+    rows = [
+        Workload(
+            project=item["project"],
+            cluster=item["cluster"],
+            submitted_by=submitted_by,
+            name=item["name"].strip(),
+            gpus=item["gpus"],
+            nodes=item.get("nodes", 1),
+            min_runtime_seconds=item.get("min_runtime_seconds", 0),
+            resumable=item.get("resumable", True),
+            priority=item.get("priority", 0),
+            launch_spec=item.get("launch_spec", {}),
+            declared_duration_seconds=item.get("declared_duration_seconds"),
+            submitted_at=now,
+            state_changed_at=now,
+            engine_reason="Submitted; waiting for the next scheduling cycle.",
+        )
+        for item in items
+    ]
+    with transaction.atomic():
+        created = Workload.objects.bulk_create(rows)
+        for cluster_id in sorted({row.cluster_id for row in created}):
+            cycle_enqueue(cluster_id=cluster_id)
+    return created
+
+
 def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = None) -> Workload:
     """Cancel a workload. Pending: at once. Running: stop orders; its run ends on the ack.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,30 @@ def test_refusals_name_the_field_and_exit_1(live_server, world, token):
     )
     assert too_big.returncode == 1 and "gpus:" in too_big.stderr
     assert not Workload.objects.exists()
+
+
+def test_a_sweep_from_a_file_all_or_none(live_server, world, token, tmp_path):
+    sweep = [
+        {"project": "detection", "gpus": 1, "min_runtime_seconds": 900, "name": f"lr-{i}",
+         "launch_spec": {"command": ["python", "train.py", "--lr", f"0.0{i}"]}}
+        for i in range(1, 4)
+    ]  # fmt: skip
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([*sweep, {**sweep[0], "gpus": 64}]))
+    refused = cli(live_server, "submit-many", str(bad), token=token)
+    assert refused.returncode == 1
+    assert "workloads[3].gpus" in refused.stderr
+    assert not Workload.objects.exists()
+
+    good = tmp_path / "sweep.json"
+    good.write_text(json.dumps({"workloads": sweep}))
+    queued = cli(live_server, "submit-many", str(good), token=token)
+    assert queued.returncode == 0, queued.stderr
+    assert queued.stdout.startswith("Queued 3 workloads")
+    assert sorted(Workload.objects.values_list("name", flat=True)) == ["lr-1", "lr-2", "lr-3"]
+
+    missing = cli(live_server, "submit-many", str(tmp_path / "nope.json"), token=token)
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
 
 
 def test_without_a_token_nothing_is_submitted(live_server, world):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import dateformat, timezone
 
@@ -115,6 +117,42 @@ def test_researcher_submits_through_the_form_and_bad_input_names_the_field(perso
         2, 1800, WorkloadState.PENDING,
     )  # fmt: skip
     assert workload.launch_spec == {"command": ["python", "sweep.py"]}
+
+
+def _sweep_file(items) -> SimpleUploadedFile:
+    return SimpleUploadedFile("sweep.json", json.dumps(items).encode(), "application/json")
+
+
+def test_a_sweep_uploaded_on_the_submit_page_is_queued_all_or_none(personas):
+    p = personas
+    client = browser(p.researcher)
+    items = [
+        {"project": p.project_a1.pk, "gpus": 1, "min_runtime_seconds": 900, "name": f"lr-{i}",
+         "launch_spec": {"command": ["python", "train.py"]}}
+        for i in range(3)
+    ]  # fmt: skip
+    bad = [*items, {**items[0], "project": p.project_b1.pk}, {**items[0], "gpus": 0}]
+    refused = client.post("/workloads/submit/", {"form": "sweep", "sweep_file": _sweep_file(bad)})
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert "Nothing was queued." in page
+    assert "workloads[3].project" in page and "workloads[4].gpus" in page
+    assert not Workload.objects.exists()
+
+    for junk, words in [(b"{not json", "not JSON"), (b"[" * 5000 + b"]" * 5000, "nested")]:
+        upload = SimpleUploadedFile("junk.json", junk, "application/json")
+        response = client.post("/workloads/submit/", {"form": "sweep", "sweep_file": upload})
+        assert response.status_code == 400 and words in response.content.decode()
+    assert not Workload.objects.exists()
+
+    accepted = client.post(
+        "/workloads/submit/", {"form": "sweep", "sweep_file": _sweep_file({"workloads": items})}
+    )
+    assert accepted.status_code == 302
+    assert accepted["Location"] == "/workloads/?state=pending&mine=1"
+    assert sorted(Workload.objects.values_list("name", flat=True)) == ["lr-0", "lr-1", "lr-2"]
+    queue = client.get(accepted["Location"], follow=True).content.decode()
+    assert "3 workloads are queued" in queue
 
 
 def test_finance_has_no_submit_form_and_is_refused(personas):
