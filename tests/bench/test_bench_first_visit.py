@@ -94,3 +94,37 @@ def test_bench_first_visit(benchmark, live_server, world, chromium, path):
         context.close()
     if path != "/api/docs/":
         assert charts >= 1
+
+
+def test_bench_first_visit_plotly_floor(benchmark, live_server, chromium):
+    """The floor under every page above: an empty page that loads only the Plotly bundle from
+    the live server (empty cache) and draws one bar chart — no HTML of ours, no query."""
+    contexts = []
+    bundle = f"{live_server.url}/static/vendor/plotly/plotly-governance.min.js"
+    floor = f"{live_server.url}/plotly-floor/"
+    html = (
+        f'<!doctype html><html><body><div id="c" style="width:800px;height:400px"></div>'
+        f'<script src="{bundle}"></script><script>'
+        'Plotly.newPlot("c", [{type: "bar", x: ["a", "b", "c"], y: [1, 2, 3]}], {})'
+        '.then(function () { document.body.dataset.drawn = "true"; });</script></body></html>'
+    )
+
+    def blank_page():
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        contexts.append(context)
+        page = context.new_page()
+        # The page itself is answered by the browser (no server work); the bundle comes from
+        # the live server like on every page of ours.
+        page.route(floor, lambda route: route.fulfill(body=html, content_type="text/html"))
+        return (page,), {}
+
+    def visit(page):
+        started = time.perf_counter()
+        page.goto(floor, wait_until="load")
+        page.wait_for_function("() => document.body.dataset.drawn === 'true'")
+        return time.perf_counter() - started
+
+    benchmark.extra_info["target_seconds"] = TARGET_SECONDS
+    benchmark.pedantic(visit, setup=blank_page, rounds=7, iterations=1)
+    for context in contexts:
+        context.close()
