@@ -8,6 +8,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from governance.api import views
+from governance.api.notifications import NotificationViewSet
 
 app_name = "api"
 
@@ -26,6 +27,7 @@ router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("allocations", views.AllocationViewSet, basename="allocation")
 router.register("splits", views.SplitViewSet, basename="split")
 router.register("approval-requests", views.ApprovalRequestViewSet, basename="approvalrequest")
+router.register("notifications", NotificationViewSet, basename="notification")
 
 urlpatterns = [
     path("token/", views.TokenView.as_view(), name="token"),

@@ -59,3 +59,13 @@ class AuditAction(models.TextChoices):
     RUN_PREEMPT_FORCED = "run_preempt_forced", "Forced preemption"
     ROLE_GRANTED = "role_granted", "Role granted"
     ROLE_REVOKED = "role_revoked", "Role revoked"
+
+
+class NotificationKind(models.TextChoices):
+    """What a notification is about (``governance.models.Notification``, docs/notifications.md)."""
+
+    APPROVAL_AWAITING = "approval_awaiting", "A request awaits your decision"
+    APPROVAL_DECIDED = "approval_decided", "Your request was decided or applied"
+    WORKLOAD_PREEMPTED = "workload_preempted", "Your workload was preempted or evicted"
+    WORKLOAD_FINISHED = "workload_finished", "Your workload finished"
+    WORKLOAD_FAILED = "workload_failed", "Your workload failed"

@@ -8,10 +8,12 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
 from governance.selectors.approvals import approval_inbox
+from governance.selectors.notifications import unread_count
 
 
 def navigation(request: HttpRequest) -> dict:
-    """Navigation entries for the signed-in user, with the inbox count for deciders.
+    """Navigation entries for the signed-in user, with the inbox count for deciders and the
+    unread notifications for the bell.
 
     Entries follow the roles (via the visibility selector): the tree, workloads and nodes for
     anyone with a role, the inbox for managers, "My requests" for those who may ask for a change,
@@ -19,7 +21,7 @@ def navigation(request: HttpRequest) -> dict:
     """
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
-        return {"nav_items": []}
+        return {"nav_items": [], "unread_notifications": 0}
     from governance.views.common import visibility_of
 
     vis = visibility_of(request)
@@ -73,4 +75,4 @@ def navigation(request: HttpRequest) -> dict:
     if path.startswith("/requests/") and not path.startswith(("/requests/inbox", "/requests/mine")):
         for item in items:
             item["active"] = False
-    return {"nav_items": items}
+    return {"nav_items": items, "unread_notifications": unread_count(user=user)}

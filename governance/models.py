@@ -23,6 +23,7 @@ from governance.choices import (
     ApprovalState,
     AuditAction,
     DecisionAction,
+    NotificationKind,
     Role,
 )
 
@@ -585,3 +586,52 @@ class AuditEvent(models.Model):
     def delete(self, *args, **kwargs):
         """Refused: the audit trail keeps every event."""
         raise TypeError("Audit events are append-only; they are never deleted.")
+
+
+class Notification(models.Model):
+    """One message to one person in the notification centre (the bell on every page).
+
+    ``event_key`` names the event (``run:42:ended``): one row per recipient and event, so a
+    retried task or a repeated call never tells anyone twice. Events of one kind that come
+    in a burst fold into one unread row per ``collapse_key`` (a team's preemptions within an
+    hour): ``count`` says how many, ``updated_at`` when the last one came, and the title is
+    rewritten for the total. Reading a row ends its burst; the next event starts a new one.
+    """
+
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices)
+    organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    link = models.CharField(max_length=300, blank=True, help_text="A path inside the site.")
+    event_key = models.CharField(max_length=200)
+    collapse_key = models.CharField(max_length=200, blank=True)
+    count = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipient", "event_key"], name="notification_once_per_event"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=NotificationKind.values), name="notification_kind_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["recipient", "read_at", "-updated_at"], name="notification_inbox"),
+            models.Index(
+                fields=["recipient", "kind", "collapse_key", "read_at"],
+                name="notification_burst",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipient} · {self.title}"

@@ -24,5 +24,6 @@ urlpatterns = [
     path("reports/", include("governance.views.reports")),  # finance usage report
     path("audit/", include("governance.views.audit")),  # the audit trail (org admins)
     path("people/", include("governance.views.roles")),  # people and roles (managers)
+    path("notifications/", include("governance.views.notifications")),  # the bell's centre
     path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views.py)
 ]

@@ -88,6 +88,16 @@ class Visibility:
             | Q(id__in=self._project_ids)
         )
 
+    def sees_project(self, project: Project) -> bool:
+        """Whether ``project`` is one of ``projects()``, answered without a query (reads
+        ``project.program``: select it with the project)."""
+        program = project.program
+        return (
+            project.pk in self._project_ids
+            or program.pk in self.managed_program_ids
+            or program.organization_id in self._whole_org_ids
+        )
+
     def clusters(self) -> QuerySet[Cluster]:
         """Clusters of the organizations the user sees."""
         return Cluster.objects.filter(

@@ -15,9 +15,10 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from governance.choices import ApprovalState, AuditAction, DecisionAction
+from governance.choices import ApprovalState, AuditAction, DecisionAction, NotificationKind
 from governance.models import (
     Allocation,
     ApprovalDecision,
@@ -32,6 +33,12 @@ from governance.selectors.splits import request_rows
 from governance.selectors.tree import share_at
 from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_record, audit_share_change
+from governance.services.notifications import (
+    Notice,
+    notifications_settle,
+    notify,
+    request_deciders,
+)
 from governance.services.shares import (
     PAST_GRACE,
     check_siblings_fit,
@@ -144,6 +151,7 @@ def _decide(
         comment=comment or "",
         at=now,
     )
+    _tell(approval_request, action, actor, comment, now)
     if action in AUDITED_DECISIONS:
         audit_record(
             action=AUDITED_DECISIONS[action],
@@ -343,6 +351,57 @@ def _apply_locked(
     )
 
 
+# What a requester is told about their request, per decision.
+DECIDED_WORDS = {
+    DecisionAction.APPROVE: "was approved",
+    DecisionAction.REJECT: "was rejected",
+    DecisionAction.APPLY: "was applied: the new shares are in force",
+    DecisionAction.APPLY_FAILED: "could not be applied",
+}
+
+
+def _tell(approval_request: ApprovalRequest, action: str, actor, comment: str, now) -> None:
+    """Notify the people a decision concerns: the deciders when a request is submitted, the
+    requester when it is decided, applied or cannot be applied."""
+    label = f"Request #{approval_request.pk} ({approval_request.parent} on {approval_request.cluster.name})"
+    link = reverse("approval-detail", args=[approval_request.pk])
+    by = f" by {actor.get_username()}" if actor is not None else ""
+    if action == DecisionAction.SUBMIT:
+        notify(
+            recipients=request_deciders(approval_request),
+            notice=Notice(
+                kind=NotificationKind.APPROVAL_AWAITING,
+                title=f"{label} awaits your decision",
+                body=f"Asked{by}: {approval_request.reason}",
+                link=link,
+                organization_id=approval_request.organization_id,
+                event_key=f"approval:{approval_request.pk}:submitted:{now.isoformat()}",
+            ),
+            now=now,
+        )
+        return
+    if action in (DecisionAction.APPROVE, DecisionAction.REJECT, DecisionAction.WITHDRAW):
+        # Decided or withdrawn: nobody else needs to act on it any more.
+        notifications_settle(
+            kind=NotificationKind.APPROVAL_AWAITING,
+            event_prefix=f"approval:{approval_request.pk}:submitted:",
+            now=now,
+        )
+    if action in DECIDED_WORDS:
+        notify(
+            recipients=[approval_request.requested_by],
+            notice=Notice(
+                kind=NotificationKind.APPROVAL_DECIDED,
+                title=f"Your {label[0].lower()}{label[1:]} {DECIDED_WORDS[action]}{by}",
+                body=comment or "",
+                link=link,
+                organization_id=approval_request.organization_id,
+                event_key=f"approval:{approval_request.pk}:{action}:{now.isoformat()}",
+            ),
+            now=now,
+        )
+
+
 def _record_apply_failed(approval_request: ApprovalRequest, reason: str, now: datetime) -> None:
     # The beat retries every minute; one note per distinct reason keeps the history readable.
     last = approval_request.decisions.order_by("-at", "-id").first()
@@ -357,6 +416,7 @@ def _record_apply_failed(approval_request: ApprovalRequest, reason: str, now: da
         comment=reason,
         at=now,
     )
+    _tell(approval_request, DecisionAction.APPLY_FAILED, None, reason, now)
 
 
 def approval_apply(

@@ -21,6 +21,7 @@ from scheduler.choices import (
 )
 from scheduler.models import Node, Order, Run, RunNode, Workload
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
+from scheduler.services.run_notices import run_ended_notify
 from scheduler.services.usage import run_account
 
 # End reasons after which the workload goes back to the queue (submit time kept).
@@ -115,7 +116,11 @@ def run_end(
     """
     now = now or timezone.now()
     with locked_transaction(ACCOUNTING_LOCK, run.cluster_id, wait=True):
-        workload = Workload.objects.select_for_update().get(pk=run.workload_id)
+        workload = (
+            Workload.objects.select_for_update(of=("self",))
+            .select_related("project__program", "cluster", "submitted_by")
+            .get(pk=run.workload_id)
+        )
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.ended_at is not None:
             return run
@@ -175,5 +180,7 @@ def run_end(
             if "state_changed_at" in fields:
                 workload.state_changed_at = end
             workload.save(update_fields=fields)
+        if "state_changed_at" in fields:  # the workload finished, failed or is queued again
+            run_ended_notify(run=run, workload=workload, reason=reason, now=end)
         cycle_enqueue(cluster_id=run.cluster_id)
     return run

@@ -96,6 +96,9 @@ WRITES = {"200", "201", "302"}
 # POSTs finance may make that change no budget, workload or node: each with the reason.
 FINANCE_MAY_POST = {
     "api:token": "signing in: finance gets a token for itself, which changes nothing it governs",
+    "api:notification-read-all": "marking its own notifications read changes nothing it governs",
+    "notifications-read": "marking its own notifications read changes nothing it governs",
+    "notification-open": "opening a notification marks only the reader's own one read",
 }
 
 

@@ -29,7 +29,7 @@ from django.shortcuts import resolve_url
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
-from governance.models import Allocation
+from governance.models import Allocation, Notification
 from governance.services.approvals import approval_request_create
 from scheduler.services.executor_reports import node_agent_create, node_register
 from scheduler.services.workloads import workload_submit
@@ -193,6 +193,19 @@ class Decision:
     post_other: str | None = None
     payload: Callable[[World, str], dict] | None = None
     payload_other: Callable[[World, str], dict] | None = None
+
+
+def _org_admin_notice(w):
+    return {"pk": Notification.objects.filter(recipient=w.p.org_admin).first().pk}
+
+
+def _pi_b_notice(w):
+    notice, _ = Notification.objects.get_or_create(
+        recipient=w.pi_b,
+        event_key="matrix",
+        defaults={"kind": "approval_decided", "title": "Your request was approved"},
+    )
+    return {"pk": notice.pk}
 
 
 def _program_a(w):
@@ -405,6 +418,14 @@ DECISIONS: dict[str, Decision] = {
         post="400 400 201 201 400 400 403",
         payload=lambda w, _: workload_body(w.p.project_a1),
         payload_other=lambda w, _: workload_body(w.p.project_b1),
+        post_other="400 400 400 400 400 400 403",
+    ),
+    # A sweep: the same membership rule, every item named by index when refused.
+    "api:workload-bulk": Decision(
+        get="405 405 405 405 405 405 403",
+        post="400 400 201 201 400 400 403",
+        payload=lambda w, _: {"workloads": [workload_body(w.p.project_a1)] * 2},
+        payload_other=lambda w, _: {"workloads": [workload_body(w.p.project_b1)] * 2},
         post_other="400 400 400 400 400 400 403",
     ),
     "api:workload-detail": Decision(
@@ -673,6 +694,33 @@ DECISIONS: dict[str, Decision] = {
         other=_pi_b_role,
         get_other="405 405 405 405 405 405 login",
         post_other="302 404 403 403 403 403 login",
+    ),
+    # Notifications: each person's own only; the matrix's notice is the org admin's (the PI's
+    # submitted request awaits their decision). Another person's is a 404 (API) or changes
+    # nothing (pages, which go back to the list).
+    "api:notification-list": Decision(get=ALL_SIGNED_IN),
+    "api:notification-read": Decision(
+        url=_org_admin_notice,
+        get="405 405 405 405 405 405 403",
+        post="200 404 404 404 404 404 403",
+        other=_pi_b_notice,
+        get_other="405 405 405 405 405 405 403",
+        post_other="404 404 404 404 404 404 403",
+    ),
+    "api:notification-read-all": Decision(
+        get="405 405 405 405 405 405 403", post="200 200 200 200 200 200 403"
+    ),
+    "notifications": Decision(get=PAGE_ALL_SIGNED_IN),
+    "notifications-read": Decision(
+        get="405 405 405 405 405 405 login", post="302 302 302 302 302 302 login"
+    ),
+    "notification-open": Decision(
+        url=_org_admin_notice,
+        get="405 405 405 405 405 405 login",
+        post="302 302 302 302 302 302 login",
+        other=_pi_b_notice,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 302 302 302 302 302 login",
     ),
     # Forced preemption: operators (org admins) only. The matrix's workloads are pending, so
     # the org admin's call is refused on ``state`` (400; the page redirects with the message).

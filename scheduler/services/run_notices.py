@@ -1,0 +1,106 @@
+"""What a workload's submitter is told when one of its runs ends (the notification centre).
+
+Called by ``runs.run_end`` inside its transaction, so each ended run is told once. The
+submitter is told only while they still see the workload's project; the workload that
+preempted theirs is named only when they may see its project ("another project's workload"
+otherwise). Free-lane runs are not told about preemptions: yielding at any moment is what the
+free lane is. Preemptions and successes of one project within an hour fold into one notice
+(a sweep of a thousand does not send a thousand).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.urls import reverse
+
+from governance.choices import NotificationKind
+from governance.selectors.visibility import user_visibility
+from governance.services.notifications import Notice, notify
+from scheduler.choices import RunEndReason, RunLane
+from scheduler.models import Run, Workload
+
+# Minimum runtimes up to this are debug-class (the engine's default ``debug_min_runtime``).
+DEBUG_CLASS_SECONDS = 1800
+
+
+def run_ended_notify(*, run: Run, workload: Workload, reason: str, now) -> None:
+    """Tell the submitter of ``workload`` that ``run`` ended for ``reason``."""
+    user = workload.submitted_by
+    if user is None or reason == RunEndReason.CANCELLED:
+        return
+    if reason == RunEndReason.PREEMPTED and run.lane == RunLane.FREE:
+        return
+    vis = user_visibility(user=user)
+    project = workload.project
+    if not vis.sees_project(project):
+        return
+    name = f"“{workload.name}”"
+    link = reverse("scheduler:workload-detail", args=[workload.pk])
+    queue = reverse("scheduler:workloads") + "?" + urlencode({"project": project.pk, "mine": 1})
+    common = {
+        "link": link,
+        "organization_id": workload.cluster.organization_id,
+        "event_key": f"run:{run.pk}:ended",
+    }
+    if reason == RunEndReason.SUCCEEDED:
+        notice = Notice(
+            kind=NotificationKind.WORKLOAD_FINISHED,
+            title=f"{name} finished in {project.name}",
+            collapse_key=f"project:{project.pk}:finished",
+            burst_title=f"{{count}} of your workloads in {project.name} finished",
+            burst_link=queue.replace("?", "?state=succeeded&", 1),
+            **common,
+        )
+    elif reason == RunEndReason.FAILED:
+        code = "" if run.exit_code is None else f" (exit code {run.exit_code})"
+        notice = Notice(
+            kind=NotificationKind.WORKLOAD_FAILED,
+            title=f"{name} failed in {project.name}{code}",
+            collapse_key=f"project:{project.pk}:failed",
+            burst_title=f"{{count}} of your workloads in {project.name} failed",
+            burst_link=queue.replace("?", "?state=failed&", 1),
+            **common,
+        )
+    else:
+        title, body = _requeued_words(run, reason, name, vis)
+        notice = Notice(
+            kind=NotificationKind.WORKLOAD_PREEMPTED,
+            title=title,
+            body=body,
+            collapse_key=f"project:{project.pk}:requeued",
+            burst_title=(
+                f"{{count}} of your workloads in {project.name} were preempted or evicted "
+                "and queued again"
+            ),
+            burst_link=queue.replace("?", "?state=pending&", 1),
+            **common,
+        )
+    notify(recipients=[user], notice=notice, now=now)
+
+
+def _requeued_words(run: Run, reason: str, name: str, vis) -> tuple[str, str]:
+    """Title and body for a run that ended and went back to the queue."""
+    if reason == RunEndReason.DRAINED:
+        return (
+            f"{name} was stopped: its node is drained for repair; it is queued again",
+            run.stop_explanation,
+        )
+    if reason == RunEndReason.NODE_DOWN:
+        return f"{name} was stopped: its node went down; it is queued again", ""
+    preemptor = run.preempted_by
+    if preemptor is None:
+        return f"{name} was preempted; it is queued again", run.stop_explanation
+    kind = (
+        "debug-class workload"
+        if preemptor.min_runtime_seconds <= DEBUG_CLASS_SECONDS
+        else "workload"
+    )
+    if vis.sees_project(preemptor.project):
+        by = f"“{preemptor.name}”, a {kind} of {preemptor.project.name}"
+        body = run.stop_explanation
+    else:
+        # The engine's explanation names the other project: not for this reader.
+        by = f"another project's {kind}"
+        body = ""
+    return f"{name} was preempted by {by}; it is queued again", body
