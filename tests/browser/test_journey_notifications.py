@@ -1,0 +1,66 @@
+"""Journey: a PI asks for a change, the manager's bell says a request waits, the manager opens
+it from the notification centre and decides, and the PI's bell tells the result. At 1,280 and
+390 px; screenshots of the centre."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import sign_in, sign_out
+from tests.browser.test_journeys import tree_row
+from tests.browser.test_screenshots import out_dir, shoot  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_bell_carries_a_request_to_the_manager_and_the_answer_back(
+    page,
+    live_server,
+    world,
+    out_dir,  # noqa: F811
+    width,
+):
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, live_server, "pi", world.password)
+    expect(page.get_by_test_id("bell-count")).to_have_count(0)
+    page.get_by_role("link", name="Open the h100 tree").click()
+    tree_row(page, "Vision").get_by_role("link", name="Request a change").click()
+    page.get_by_label("New share of Detection in percent").fill("60")
+    page.get_by_label("Reason").fill("Paper deadline in May.")
+    page.get_by_role("button", name="Send the request").click()
+    expect(page.get_by_test_id("state")).to_have_text("Submitted")
+    sign_out(page)
+
+    sign_in(page, live_server, "program_manager", world.password)
+    expect(page.get_by_test_id("bell-count")).to_have_text("1")
+    page.get_by_test_id("bell").click()
+    notice = page.get_by_test_id("notifications").get_by_role("listitem").first
+    expect(notice).to_contain_text("awaits your decision")
+    expect(notice).to_contain_text("Paper deadline in May.")
+    if width == 1280:
+        shoot(page, out_dir, "70-notifications-manager")
+    else:
+        shoot(page, out_dir, "71-notifications-manager-390")
+    notice.get_by_role("button", name="awaits your decision").click()
+    expect(page.get_by_test_id("state")).to_have_text("Submitted")
+    expect(page.get_by_test_id("bell-count")).to_have_count(0)  # opening it read it
+    page.get_by_label("Note to the requester (optional)").fill("Go ahead.")
+    page.get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("state")).to_have_text("Applied")
+    sign_out(page)
+
+    sign_in(page, live_server, "pi", world.password)
+    expect(page.get_by_test_id("bell-count")).to_have_text("2")  # approved, then applied
+    page.get_by_test_id("bell").click()
+    items = page.get_by_test_id("notifications").get_by_role("listitem")
+    expect(items).to_have_count(2)
+    expect(items.nth(0)).to_contain_text("was applied: the new shares are in force")
+    expect(items.nth(1)).to_contain_text("was approved by program_manager")
+    expect(items.nth(1)).to_contain_text("Go ahead.")
+    if width == 1280:
+        shoot(page, out_dir, "72-notifications-pi")
+    page.get_by_test_id("mark-all-read").click()
+    expect(page.get_by_test_id("bell-count")).to_have_count(0)
+    expect(page.locator(".notice-list li.unread")).to_have_count(0)
