@@ -39,7 +39,7 @@ from scheduler.selectors.node_map import (
     node_with_work,
 )
 from scheduler.selectors.queue import QueueParamError, queue_page
-from scheduler.selectors.workloads import may_cancel, visible_workloads
+from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
 from scheduler.services.workloads import workload_cancel, workload_submit
@@ -401,12 +401,17 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .select_related("project", "cluster", "submitted_by")
         .prefetch_related(
             Prefetch(
-                "runs", queryset=Run.objects.order_by("-attempt").select_related("preempted_by")
+                "runs",
+                queryset=Run.objects.order_by("-attempt").select_related(
+                    "preempted_by__project__program"
+                ),
             )
         ),
         pk=pk,
     )
     _queue_facts([workload])
+    for run in workload.runs.all():
+        run.preemptor_shown, run.explanation_shown = run_stop_shown(vis, run)
     can_cancel = workload.state not in TERMINAL_STATES and may_cancel(vis, workload)
     return render(
         request,

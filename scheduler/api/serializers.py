@@ -13,7 +13,7 @@ from rest_framework import serializers
 from governance.filters import visibility_of
 from scheduler.choices import ExitOutcome
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
-from scheduler.selectors.workloads import may_cancel
+from scheduler.selectors.workloads import may_cancel, run_stop_shown
 from scheduler.services.workloads import MAX_BULK_WORKLOADS
 
 # --- Workloads ------------------------------------------------------------------------------
@@ -34,7 +34,14 @@ def _ref(obj) -> dict:
 class RunSerializer(serializers.ModelSerializer):
     """One start of a workload: where, when, and why it ended (the preemption history)."""
 
-    preempted_by = serializers.PrimaryKeyRelatedField(read_only=True)
+    preempted_by = serializers.SerializerMethodField(
+        help_text="The workload that preempted this run; null when the caller may not see "
+        "its project."
+    )
+    stop_explanation = serializers.SerializerMethodField(
+        help_text='Why the run was stopped; another project\'s name reads "another project" '
+        "when the caller may not see it."
+    )
 
     class Meta:
         model = Run
@@ -55,6 +62,19 @@ class RunSerializer(serializers.ModelSerializer):
             "exit_code",
         ]
         read_only_fields = fields
+
+    def _shown(self, run: Run) -> tuple:
+        cache = self.context.setdefault("_run_stop_shown", {})
+        if run.pk not in cache:
+            cache[run.pk] = run_stop_shown(visibility_of(self.context["request"]), run)
+        return cache[run.pk]
+
+    def get_preempted_by(self, run: Run) -> int | None:
+        preemptor, _ = self._shown(run)
+        return None if preemptor is None else preemptor.pk
+
+    def get_stop_explanation(self, run: Run) -> str:
+        return self._shown(run)[1]
 
 
 ENV_MASK = "********"

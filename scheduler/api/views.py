@@ -142,7 +142,14 @@ class WorkloadViewSet(
         return (
             visible_workloads(self.visibility)
             .select_related("project", "cluster", "submitted_by")
-            .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-attempt")))
+            .prefetch_related(
+                Prefetch(
+                    "runs",
+                    queryset=Run.objects.order_by("-attempt").select_related(
+                        "preempted_by__project__program"
+                    ),
+                )
+            )
         )
 
     def get_serializer_class(self):

@@ -26,6 +26,31 @@ def may_cancel(vis, workload: Workload) -> bool:
     )
 
 
+ANOTHER_PROJECT = "another project"
+
+
+def run_stop_shown(vis, run: Run) -> tuple[Workload | None, str]:
+    """The workload that preempted ``run`` and why the run was stopped, as ``vis`` may see
+    them (the one rule for pages, API and notifications).
+
+    The engine's explanation names projects by their key (``program/project``); when the
+    reader may not see the preemptor's project, the preemptor is not given and its key
+    reads "another project". ``vis=None``: a reader who sees only the run's own project.
+    """
+    preemptor = run.preempted_by
+    text = run.stop_explanation or ""
+    if preemptor is None:
+        return None, text
+    project = preemptor.project
+    if (vis is None and project.pk == run.project_id) or (
+        vis is not None and vis.sees_project(project)
+    ):
+        return preemptor, text
+    key = f"{project.program.slug}/{project.slug}"
+    text = text.replace(f"project {key}", ANOTHER_PROJECT).replace(key, ANOTHER_PROJECT)
+    return None, text
+
+
 def nodes_with_usage(queryset):
     """Nodes annotated with the GPUs and the number of runs still open on them."""
     open_runs = Q(run_nodes__run__ended_at__isnull=True)

@@ -19,6 +19,7 @@ from governance.selectors.visibility import user_visibility
 from governance.services.notifications import Notice, notify
 from scheduler.choices import RunEndReason, RunLane
 from scheduler.models import Run, Workload
+from scheduler.selectors.workloads import run_stop_shown
 
 # Minimum runtimes up to this are debug-class (the engine's default ``debug_min_runtime``).
 DEBUG_CLASS_SECONDS = 1800
@@ -88,19 +89,16 @@ def _requeued_words(run: Run, reason: str, name: str, vis) -> tuple[str, str]:
         )
     if reason == RunEndReason.NODE_DOWN:
         return f"{name} was stopped: its node went down; it is queued again", ""
-    preemptor = run.preempted_by
-    if preemptor is None:
+    if run.preempted_by_id is None:
         return f"{name} was preempted; it is queued again", run.stop_explanation
+    preemptor, body = run_stop_shown(vis, run)
     kind = (
         "debug-class workload"
-        if preemptor.min_runtime_seconds <= DEBUG_CLASS_SECONDS
+        if run.preempted_by.min_runtime_seconds <= DEBUG_CLASS_SECONDS
         else "workload"
     )
-    if vis.sees_project(preemptor.project):
+    if preemptor is not None:
         by = f"“{preemptor.name}”, a {kind} of {preemptor.project.name}"
-        body = run.stop_explanation
     else:
-        # The engine's explanation names the other project: not for this reader.
         by = f"another project's {kind}"
-        body = ""
     return f"{name} was preempted by {by}; it is queued again", body

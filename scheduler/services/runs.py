@@ -20,6 +20,7 @@ from scheduler.choices import (
     WorkloadState,
 )
 from scheduler.models import Node, Order, Run, RunNode, Workload
+from scheduler.selectors.workloads import run_stop_shown
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 from scheduler.services.run_notices import run_ended_notify
 from scheduler.services.usage import run_account
@@ -168,7 +169,8 @@ def run_end(
         elif reason in REQUEUE_REASONS and active:
             workload.state = WorkloadState.PENDING
             workload.queue_position = None
-            text = explanation or run.stop_explanation or RunEndReason(reason).label
+            # Read by everyone who sees this workload: another project's name is not theirs.
+            text = explanation or run_stop_shown(None, run)[1] or RunEndReason(reason).label
             workload.engine_reason = f"Requeued ({text})."
             fields += ["queue_position", "engine_reason"]
         elif workload.state == WorkloadState.CANCELLED and workload.finished_at is None:

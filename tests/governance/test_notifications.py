@@ -118,13 +118,18 @@ def test_a_preemption_names_a_preemptor_the_reader_may_see(p):
 
 def test_a_preemption_by_another_project_does_not_name_it(p):
     _, run = preempted_run(p, by_project=p.project_b1)
-    run.stop_explanation = "preempted by 99 (translation): below its entitlement"
+    key = f"{p.program_b.slug}/{p.project_b1.slug}"
+    run.stop_explanation = (
+        f"preempted by {run.preempted_by_id} ({key}): project {key} is below its entitlement "
+        "(2 of 8 GPUs) and reclaims from vision/detection, which runs above its own (10 of 8)"
+    )
     run.save()
     run_end(run=run, reason=RunEndReason.PREEMPTED)
     (note,) = notices(p.researcher)
     assert "another project's debug-class workload" in note.title
+    assert "another project is below its entitlement" in note.body
+    assert p.project_b1.slug not in note.title + note.body
     assert "Translation" not in note.title + note.body
-    assert "translation" not in note.title + note.body
 
 
 def test_each_ended_run_is_told_once(p):
