@@ -69,3 +69,19 @@ class NotificationKind(models.TextChoices):
     WORKLOAD_PREEMPTED = "workload_preempted", "Your workload was preempted or evicted"
     WORKLOAD_FINISHED = "workload_finished", "Your workload finished"
     WORKLOAD_FAILED = "workload_failed", "Your workload failed"
+
+
+class EmailChoice(models.TextChoices):
+    """Whether a kind of notification also goes out by e-mail."""
+
+    OFF = "off", "In the app only"
+    IMMEDIATE = "immediate", "Also by e-mail, at once"
+
+
+class DeliveryState(models.TextChoices):
+    """Where one e-mail of a notification is (``governance.models.EmailDelivery``)."""
+
+    QUEUED = "queued", "Queued"
+    SENDING = "sending", "Being sent"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"

@@ -23,6 +23,8 @@ from governance.choices import (
     ApprovalState,
     AuditAction,
     DecisionAction,
+    DeliveryState,
+    EmailChoice,
     NotificationKind,
     Role,
 )
@@ -635,3 +637,61 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recipient} · {self.title}"
+
+
+class NotificationPreference(models.Model):
+    """Whether one person also wants one kind of notification by e-mail (the centre always
+    has every kind). No row: the kind's default (``services.notifications.EMAIL_DEFAULTS``)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_prefs"
+    )
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices)
+    email = models.CharField(max_length=20, choices=EmailChoice.choices)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "kind"], name="notification_pref_once"),
+            models.CheckConstraint(
+                condition=Q(email__in=EmailChoice.values), name="notification_pref_email_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.kind}: {self.email}"
+
+
+class EmailDelivery(models.Model):
+    """The e-mail of one notification to its recipient: at most one per notification (a folded
+    burst is one e-mail), and at most one send attempt in flight.
+
+    A worker claims the row (``sending``, committed) before it talks to the mail server and
+    marks it ``sent`` after; a worker that dies in between leaves ``sending``, which is never
+    sent again (``failed`` after a while): nobody gets the same e-mail twice. A refused or
+    unreachable server puts it back to ``queued`` for a retry with backoff, then ``failed``.
+    """
+
+    notification = models.OneToOneField(
+        Notification, on_delete=models.CASCADE, related_name="email_delivery"
+    )
+    address = models.EmailField()
+    state = models.CharField(
+        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=DeliveryState.values), name="email_delivery_state_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "claimed_at"], name="email_delivery_state")]
+
+    def __str__(self) -> str:
+        return f"{self.address} · {self.state}"

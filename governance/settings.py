@@ -209,7 +209,16 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- E-mail ---------------------------------------------------------------------------
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# A development machine writes each e-mail to a file under var/mail/ (the terminal of make run
+# stays readable, and the mails can be opened); a server talks SMTP to EMAIL_HOST.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.filebased.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / "var" / "mail"))
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30)
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
@@ -415,6 +424,12 @@ CELERY_BEAT_SCHEDULE["reports-send-monthly"] = {
     "schedule": crontab(minute=0, hour=6, day_of_month=1),  # 06:00 on the 1st
 }
 # Roll closed days into the daily usage cache (reports and dashboards read whole days from it).
+# Notification e-mails whose worker stopped mid-send are marked failed (never sent twice), and
+# queued ones whose task was lost (the broker was away) are sent (docs/notifications.md).
+CELERY_BEAT_SCHEDULE["notification-emails-sweep"] = {
+    "task": "governance.tasks.notification_emails_sweep",
+    "schedule": 300,
+}
 CELERY_BEAT_SCHEDULE["usage-days-refresh"] = {
     "task": "governance.tasks.usage_days_refresh",
     "schedule": crontab(minute=5),  # five past every hour

@@ -44,3 +44,30 @@ def usage_days_refresh() -> int:
     from governance.services.reports import usage_days_refresh_all
 
     return usage_days_refresh_all()
+
+
+@shared_task(acks_late=True, bind=True, max_retries=8)
+def notification_email_send(self, delivery_id: int) -> str:
+    """Send one notification's e-mail (``services.notifications.email_delivery_send``).
+
+    A mail server that refuses or cannot be reached puts the e-mail back in the queue; it is
+    retried with backoff (1 min, doubling, at most 1 h), then marked failed. A worker that dies
+    mid-send never sends it twice: see ``EmailDelivery``.
+    """
+    from governance.services.notifications import email_delivery_send
+
+    state = email_delivery_send(
+        delivery_id=delivery_id, final=self.request.retries >= self.max_retries
+    )
+    if state == "retry":
+        raise self.retry(countdown=min(3600, 60 * 2**self.request.retries))
+    return state
+
+
+@shared_task(acks_late=True)
+def notification_emails_sweep() -> int:
+    """Fail e-mails stuck mid-send and resend queued ones whose task was lost; return how many
+    were touched. Run by beat every 5 minutes."""
+    from governance.services.notifications import email_deliveries_sweep
+
+    return email_deliveries_sweep()

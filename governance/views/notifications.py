@@ -6,16 +6,22 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
-from governance.choices import NotificationKind
+from governance.choices import EmailChoice, NotificationKind
 from governance.parsing import whole_number
 from governance.selectors.notifications import notifications_for
-from governance.services.notifications import notifications_mark_read
+from governance.services.notifications import (
+    notification_prefs,
+    notification_prefs_set,
+    notifications_mark_read,
+    unsubscribe_read,
+)
 
 PAGE_SIZE = 50
 
@@ -83,8 +89,59 @@ def notification_open(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(link or "notifications")
 
 
+class PreferencesForm(forms.Form):
+    """One choice per kind: in the app only, or also by e-mail at once."""
+
+    def __init__(self, *args, initial_choices: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        for kind, label in NotificationKind.choices:
+            self.fields[kind] = forms.ChoiceField(
+                label=label, choices=EmailChoice.choices, initial=initial_choices[kind]
+            )
+
+
+@login_required
+def notification_preferences(request: HttpRequest) -> HttpResponse:
+    """Which kinds also come by e-mail (GET shows, POST saves)."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    current = notification_prefs(user=request.user)
+    form = PreferencesForm(
+        request.POST if request.method == "POST" else None, initial_choices=current
+    )
+    context = {"form": form, "email": request.user.email}
+    if request.method != "POST":
+        return render(request, "governance/notification_preferences.html", context)
+    if not form.is_valid():
+        return render(request, "governance/notification_preferences.html", context, status=400)
+    notification_prefs_set(user=request.user, choices=form.cleaned_data)
+    messages.success(request, "Your notification settings are saved.")
+    return redirect("notification-preferences")
+
+
+@csrf_exempt  # mail clients send the one-click POST of List-Unsubscribe without a session
+def notification_unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
+    """Stop e-mails of one kind from a mail's signed link: GET asks (mail scanners open
+    links), POST does it. No sign-in needed; a token that is not ours is a 404."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    found = unsubscribe_read(token)
+    if found is None:
+        raise Http404("This link is not valid.")
+    user, kind = found
+    label = NotificationKind(kind).label
+    if request.method == "POST":
+        notification_prefs_set(user=user, choices={kind: EmailChoice.OFF})
+        return render(
+            request, "governance/notification_unsubscribe.html", {"label": label, "done": True}
+        )
+    return render(request, "governance/notification_unsubscribe.html", {"label": label})
+
+
 urlpatterns = [
     path("", notifications_page, name="notifications"),
     path("read/", notifications_read, name="notifications-read"),
     path("<int:pk>/open/", notification_open, name="notification-open"),
+    path("preferences/", notification_preferences, name="notification-preferences"),
+    path("unsubscribe/<str:token>/", notification_unsubscribe, name="notifications-unsubscribe"),
 ]

@@ -64,3 +64,12 @@ def test_the_bell_carries_a_request_to_the_manager_and_the_answer_back(
     page.get_by_test_id("mark-all-read").click()
     expect(page.get_by_test_id("bell-count")).to_have_count(0)
     expect(page.locator(".notice-list li.unread")).to_have_count(0)
+
+    page.get_by_role("link", name="E-mail settings").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Notification settings")
+    page.get_by_label("Your workload finished").select_option("immediate")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Your notification settings are saved.")).to_be_visible()
+    expect(page.get_by_label("Your workload finished")).to_have_value("immediate")
+    if width == 1280:
+        shoot(page, out_dir, "73-notification-settings")

@@ -39,7 +39,10 @@ fast_password_hasher = matrix.fast_password_hasher
 world = matrix.world
 
 # Routes that read credentials nobody has to hold: the agent gets what anonymous gets.
-OPEN_TO_ANONYMOUS = {"api:token": "sign-in: trades a username and password for a user token"}
+OPEN_TO_ANONYMOUS = {
+    "api:token": "sign-in: trades a username and password for a user token",
+    "notifications-unsubscribe": "a mail's signed stop link works without a session",
+}
 
 
 @pytest.fixture
@@ -99,6 +102,8 @@ FINANCE_MAY_POST = {
     "api:notification-read-all": "marking its own notifications read changes nothing it governs",
     "notifications-read": "marking its own notifications read changes nothing it governs",
     "notification-open": "opening a notification marks only the reader's own one read",
+    "notification-preferences": "its own e-mail choices, nothing it governs",
+    "notifications-unsubscribe": "a mail's signed stop link changes only its owner's e-mail choice",
 }
 
 

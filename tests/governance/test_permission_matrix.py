@@ -29,8 +29,10 @@ from django.shortcuts import resolve_url
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
+from governance.choices import NotificationKind
 from governance.models import Allocation, Notification
 from governance.services.approvals import approval_request_create
+from governance.services.notifications import unsubscribe_token
 from scheduler.services.executor_reports import node_agent_create, node_register
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory, UserFactory, pi_of
@@ -721,6 +723,20 @@ DECISIONS: dict[str, Decision] = {
         other=_pi_b_notice,
         get_other="405 405 405 405 405 405 login",
         post_other="302 302 302 302 302 302 login",
+    ),
+    "notification-preferences": Decision(
+        get=PAGE_ALL_SIGNED_IN,
+        post="302 302 302 302 302 302 login",
+        payload=lambda w, _: dict.fromkeys(NotificationKind.values, "off"),
+    ),
+    # A mail's stop link: whoever holds the signed link (no session: mail clients post it).
+    "notifications-unsubscribe": Decision(
+        url=lambda w: {"token": unsubscribe_token(user=w.p.org_admin, kind="approval_awaiting")},
+        get="200 200 200 200 200 200 200",
+        post="200 200 200 200 200 200 200",
+        other=lambda w: {"token": unsubscribe_token(user=w.pi_b, kind="approval_decided")},
+        get_other="200 200 200 200 200 200 200",
+        post_other="200 200 200 200 200 200 200",
     ),
     # Forced preemption: operators (org admins) only. The matrix's workloads are pending, so
     # the org admin's call is refused on ``state`` (400; the page redirects with the message).

@@ -74,4 +74,3 @@ def test_a_reader_who_sees_both_projects_gets_the_names(preempted):
     (run,) = api_as(p.org_admin, victim)["runs"]
     assert run["preempted_by"] == preemptor.pk
     assert key in run["stop_explanation"]
-

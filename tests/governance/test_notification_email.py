@@ -1,0 +1,158 @@
+"""Notification e-mails against a real SMTP server (aiosmtpd on 127.0.0.1): who gets one, the
+stop link (signed, one click), a refused address, a server away, a send that never repeats,
+a folded burst that sends one. The path through a real worker is in
+``tests/scheduler/test_notification_email_worker.py``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from governance.choices import DeliveryState, EmailChoice, NotificationKind
+from governance.models import EmailDelivery, NotificationPreference
+from governance.services.approvals import approval_request_create
+from governance.services.notifications import (
+    SENDING_GIVES_UP_AFTER,
+    email_deliveries_sweep,
+    email_delivery_send,
+    notification_prefs_set,
+)
+from scheduler.choices import RunEndReason
+from scheduler.models import Node
+from scheduler.services.runs import run_end
+from tests.personas import build_personas
+from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.smtp import SMTPServer, free_port
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def smtp(settings):
+    server = SMTPServer().start()
+    for key, value in server.settings().items():
+        setattr(settings, key, int(value) if key in ("EMAIL_PORT", "EMAIL_TIMEOUT") else value)
+    settings.SITE_URL = "http://governance.example"
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def p(db):
+    return build_personas()
+
+
+def ask(p):
+    return approval_request_create(
+        actor=p.pi, parent=p.program_a, cluster=p.cluster,
+        percents={p.project_a1: Decimal("55")}, reason="Two students start.",
+    )  # fmt: skip
+
+
+def send_all() -> list[str]:
+    return [email_delivery_send(delivery_id=d.pk) for d in EmailDelivery.objects.order_by("pk")]
+
+
+def test_a_request_awaiting_a_decision_is_mailed_with_a_stop_link_that_works(p, smtp):
+    request = ask(p)
+    assert send_all() == ["sent", "sent"]
+    received = {m["To"]: m for m in smtp.recorder.messages}
+    assert set(received) == {"org_admin@example.org", "program_manager@example.org"}
+    mail = received["program_manager@example.org"]
+    assert mail["Subject"].strip() == f"Request #{request.pk} (Vision on h100) awaits your decision"
+    body = mail.get_content()
+    assert f"http://governance.example/requests/{request.pk}/" in body
+    assert mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    stop = str(mail["List-Unsubscribe"]).strip().strip("<>")
+    assert stop in body
+    # One click, without a session (a mail client's POST): that kind stops, others do not.
+    client = Client(enforce_csrf_checks=True)
+    path = urlsplit(stop).path
+    assert "Stop these e-mails" in client.get(path).content.decode()
+    assert "No more e-mails" in client.post(path).content.decode()
+    assert NotificationPreference.objects.get(user=p.program_manager).email == EmailChoice.OFF
+    assert client.get(path[:-5] + "xxxx/").status_code == 404  # a token that is not ours
+    ask(p)
+    assert [d.address for d in EmailDelivery.objects.filter(state=DeliveryState.QUEUED)] == [
+        "org_admin@example.org"
+    ]
+
+
+def test_routine_kinds_stay_in_the_app_unless_chosen(p, smtp):
+    node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
+    done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
+    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    assert not EmailDelivery.objects.exists()
+    notification_prefs_set(
+        user=p.researcher, choices={NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.IMMEDIATE}
+    )
+    preemptor = make_workload(p.project_a1, p.cluster, None, name="urgent", gpus=1)
+    for i in range(4):  # a burst: one notice, one e-mail
+        victim = make_workload(
+            p.project_a1, p.cluster, p.researcher, name=f"s{i}", gpus=1, min_runtime_seconds=600
+        )
+        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+    assert send_all() == ["sent"]
+    assert len(smtp.recorder.messages) == 1
+
+
+def test_a_refused_address_fails_alone(p, smtp):
+    smtp.recorder.refused.add("org_admin@example.org")
+    ask(p)
+    results = {
+        d.address: email_delivery_send(delivery_id=d.pk) for d in EmailDelivery.objects.all()
+    }
+    assert results == {"org_admin@example.org": "failed", "program_manager@example.org": "sent"}
+    failed = EmailDelivery.objects.get(address="org_admin@example.org")
+    assert failed.state == DeliveryState.FAILED and "550" in failed.last_error
+
+
+def test_a_server_away_is_retried_then_given_up(p, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 2
+    ask(p)
+    delivery = EmailDelivery.objects.order_by("pk").first()
+    assert email_delivery_send(delivery_id=delivery.pk) == "retry"
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts) == (DeliveryState.QUEUED, 1)
+    assert "Connection refused" in delivery.last_error or "Errno" in delivery.last_error
+    assert email_delivery_send(delivery_id=delivery.pk, final=True) == "failed"
+
+
+def test_a_claimed_email_is_never_sent_again(p, smtp):
+    ask(p)
+    delivery = EmailDelivery.objects.order_by("pk").first()
+    claimed = timezone.now() - SENDING_GIVES_UP_AFTER - timedelta(minutes=1)
+    EmailDelivery.objects.filter(pk=delivery.pk).update(
+        state=DeliveryState.SENDING, claimed_at=claimed, attempts=1
+    )  # as a worker that died mid-send leaves it
+    assert email_delivery_send(delivery_id=delivery.pk) == "skipped"
+    assert email_deliveries_sweep() >= 1
+    delivery.refresh_from_db()
+    assert delivery.state == DeliveryState.FAILED
+    assert "not sent again" in delivery.last_error
+    assert email_delivery_send(delivery_id=delivery.pk) == "skipped"
+    assert smtp.recorder.messages == []
+
+
+def test_the_settings_page_saves_a_choice_per_kind(p):
+    client = Client()
+    client.force_login(p.researcher)
+    page = client.get("/notifications/preferences/").content.decode()
+    assert "Your workload failed" in page and "researcher@example.org" in page
+    choices = {kind: EmailChoice.OFF for kind in NotificationKind.values}
+    choices[NotificationKind.WORKLOAD_FINISHED] = EmailChoice.IMMEDIATE
+    assert client.post("/notifications/preferences/", choices).status_code == 302
+    assert (
+        NotificationPreference.objects.get(
+            user=p.researcher, kind=NotificationKind.WORKLOAD_FINISHED
+        ).email
+        == EmailChoice.IMMEDIATE
+    )
+    bad = client.post("/notifications/preferences/", {**choices, "workload_failed": "daily"})
+    assert bad.status_code == 400
