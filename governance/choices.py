@@ -76,6 +76,7 @@ class EmailChoice(models.TextChoices):
 
     OFF = "off", "In the app only"
     IMMEDIATE = "immediate", "Also by e-mail, at once"
+    DAILY = "daily", "Also by e-mail, in a daily digest"
 
 
 class DeliveryState(models.TextChoices):

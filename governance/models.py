@@ -695,3 +695,36 @@ class EmailDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.address} · {self.state}"
+
+
+class EmailDigest(models.Model):
+    """One person's daily digest e-mail: the notices of the kinds they chose as "daily digest"
+    since their previous digest. One row per person and day, claimed before it is sent like
+    ``EmailDelivery``, so a day's digest goes out at most once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_digests"
+    )
+    day = models.DateField()
+    address = models.EmailField()
+    since = models.DateTimeField(help_text="Notices updated after this are in the digest.")
+    until = models.DateTimeField()
+    notices = models.PositiveIntegerField(default=0)
+    state = models.CharField(
+        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "day"], name="email_digest_once_a_day"),
+            models.CheckConstraint(
+                condition=Q(state__in=DeliveryState.values), name="email_digest_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.day} · {self.state}"

@@ -430,6 +430,10 @@ CELERY_BEAT_SCHEDULE["notification-emails-sweep"] = {
     "task": "governance.tasks.notification_emails_sweep",
     "schedule": 300,
 }
+CELERY_BEAT_SCHEDULE["notification-digests-send"] = {
+    "task": "governance.tasks.notification_digests_send",
+    "schedule": crontab(minute=10),  # every hour; each person gets at most one a day
+}
 CELERY_BEAT_SCHEDULE["usage-days-refresh"] = {
     "task": "governance.tasks.usage_days_refresh",
     "schedule": crontab(minute=5),  # five past every hour

@@ -71,3 +71,12 @@ def notification_emails_sweep() -> int:
     from governance.services.notifications import email_deliveries_sweep
 
     return email_deliveries_sweep()
+
+
+@shared_task(acks_late=True)
+def notification_digests_send() -> int:
+    """Send the daily digests that are due (at most one per person and day); return how
+    many. Run by beat every hour."""
+    from governance.services.notifications import email_digests_send
+
+    return email_digests_send()

@@ -38,6 +38,7 @@ from governance.choices import DeliveryState, EmailChoice, NotificationKind, Rol
 from governance.models import (
     ApprovalRequest,
     EmailDelivery,
+    EmailDigest,
     Notification,
     NotificationPreference,
     RoleAssignment,
@@ -52,7 +53,7 @@ EMAIL_DEFAULTS = {
     NotificationKind.APPROVAL_AWAITING: EmailChoice.IMMEDIATE,
     NotificationKind.APPROVAL_DECIDED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_FAILED: EmailChoice.IMMEDIATE,
-    NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.OFF,
+    NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.DAILY,
     NotificationKind.WORKLOAD_FINISHED: EmailChoice.OFF,
 }
 # A claimed e-mail whose worker has not marked it sent after this long is given up (never
@@ -61,6 +62,10 @@ SENDING_GIVES_UP_AFTER = timedelta(minutes=10)
 # A queued e-mail older than this has lost its task (the broker was away): the sweep sends it.
 QUEUED_RESENT_AFTER = timedelta(minutes=5)
 UNSUBSCRIBE_SALT = "governance.notifications.unsubscribe"
+# Daily digests go out at the first beat at or after this hour, in the site's time zone.
+DIGEST_HOUR = 7
+# A first digest covers at most this much (a person who just chose "daily").
+DIGEST_FIRST_SPAN = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -311,6 +316,108 @@ def email_deliveries_sweep(*, now=None) -> int:
     for delivery_id in lost:
         _email_enqueue(delivery_id)
     return given_up + len(lost)
+
+
+def email_digests_send(*, now=None) -> int:
+    """Send each person their daily digest: the unread notices of the kinds they get "in a
+    daily digest", updated since their previous digest. Returns how many digests were sent.
+
+    Run by beat every hour; does nothing before ``DIGEST_HOUR`` (site time) and sends each
+    person at most one digest a day: the day's ``EmailDigest`` row is created claimed, so a
+    second run, a retry or a second beat finds it and sends nothing. A digest the mail server
+    refused the connection for is released and retried at the next run of the same day.
+    """
+    now = now or timezone.now()
+    local = timezone.localtime(now)
+    if local.hour < DIGEST_HOUR:
+        return 0
+    day = local.date()
+    recent = now - DIGEST_FIRST_SPAN - timedelta(days=1)
+    recipients = (
+        Notification.objects.filter(read_at__isnull=True, updated_at__gt=recent)
+        .values_list("recipient_id", flat=True)
+        .distinct()
+    )
+    users = get_user_model().objects.filter(pk__in=list(recipients), is_active=True)
+    sent = 0
+    for user in users.exclude(email="").order_by("pk"):
+        kinds = [k for k, v in notification_prefs(user=user).items() if v == EmailChoice.DAILY]
+        if kinds and _digest_one(user, kinds, day, now):
+            sent += 1
+    return sent
+
+
+def _digest_one(user, kinds: list[str], day, now) -> bool:
+    previous = (
+        EmailDigest.objects.filter(user=user, day__lt=day, state=DeliveryState.SENT)
+        .order_by("-day")
+        .first()
+    )
+    since = previous.until if previous else now - DIGEST_FIRST_SPAN
+    rows = list(
+        Notification.objects.filter(
+            recipient=user, kind__in=kinds, read_at__isnull=True,
+            updated_at__gt=since, updated_at__lte=now,
+        ).order_by("kind", "-updated_at")[:200]
+    )  # fmt: skip
+    if not rows:
+        return False
+    with transaction.atomic():
+        digest, created = EmailDigest.objects.select_for_update().get_or_create(
+            user=user,
+            day=day,
+            defaults={"address": user.email, "since": since, "until": now},
+        )
+        if not created and digest.state != DeliveryState.QUEUED:
+            return False  # sent, being sent, or given up today
+        digest.state = DeliveryState.SENDING
+        digest.attempts += 1
+        digest.claimed_at = now
+        digest.until = now
+        digest.notices = len(rows)
+        digest.save(update_fields=["state", "attempts", "claimed_at", "until", "notices"])
+    try:
+        _digest_message(user, rows, kinds).send(fail_silently=False)
+    except (smtplib.SMTPException, OSError) as exc:
+        refused = isinstance(exc, smtplib.SMTPRecipientsRefused)
+        EmailDigest.objects.filter(pk=digest.pk).update(
+            state=DeliveryState.FAILED if refused else DeliveryState.QUEUED,
+            last_error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+        return False
+    EmailDigest.objects.filter(pk=digest.pk).update(
+        state=DeliveryState.SENT, sent_at=timezone.now()
+    )
+    return True
+
+
+def _digest_message(user, rows: list[Notification], kinds: list[str]) -> EmailMessage:
+    site = settings.SITE_URL.rstrip("/")
+    lines = [f"{len(rows)} notification{'s' * (len(rows) != 1)} since your last digest:", ""]
+    current = None
+    for row in rows:
+        if row.kind != current:
+            current = row.kind
+            lines += [
+                "",
+                NotificationKind(row.kind).label,
+                "-" * len(NotificationKind(row.kind).label),
+            ]
+        when = timezone.localtime(row.updated_at).strftime("%Y-%m-%d %H:%M")
+        lines.append(f"- {row.title} ({when})")
+        if row.link:
+            lines.append(f"  {site}{row.link}")
+    lines += ["", "--", f"All of them, read or not: {site}{reverse('notifications')}"]
+    for kind in kinds:
+        stop = unsubscribe_url(user=user, kind=kind)
+        lines.append(f'Stop e-mails about "{NotificationKind(kind).label}": {stop}')
+    lines.append(f"All your notification settings: {site}{reverse('notification-preferences')}")
+    return EmailMessage(
+        subject=f"Your daily digest: {len(rows)} notification{'s' * (len(rows) != 1)}",
+        body="\n".join(lines),
+        to=[user.email],
+        headers={"Auto-Submitted": "auto-generated"},
+    )
 
 
 # --- who decides a request -------------------------------------------------------------------

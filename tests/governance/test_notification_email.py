@@ -14,12 +14,13 @@ from django.test import Client
 from django.utils import timezone
 
 from governance.choices import DeliveryState, EmailChoice, NotificationKind
-from governance.models import EmailDelivery, NotificationPreference
+from governance.models import EmailDelivery, EmailDigest, NotificationPreference
 from governance.services.approvals import approval_request_create
 from governance.services.notifications import (
     SENDING_GIVES_UP_AFTER,
     email_deliveries_sweep,
     email_delivery_send,
+    email_digests_send,
     notification_prefs_set,
 )
 from scheduler.choices import RunEndReason
@@ -154,5 +155,64 @@ def test_the_settings_page_saves_a_choice_per_kind(p):
         ).email
         == EmailChoice.IMMEDIATE
     )
-    bad = client.post("/notifications/preferences/", {**choices, "workload_failed": "daily"})
+    bad = client.post("/notifications/preferences/", {**choices, "workload_failed": "weekly"})
     assert bad.status_code == 400
+
+
+# --- daily digests -----------------------------------------------------------------------------
+
+
+def at_local(day_offset: int, hour: int):
+    today = timezone.localtime(timezone.now()).replace(minute=0, second=0, microsecond=0)
+    return (today + timedelta(days=day_offset)).replace(hour=hour)
+
+
+def test_a_daily_digest_gathers_the_days_notices_once(p, smtp):
+    node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
+    notification_prefs_set(
+        user=p.researcher, choices={NotificationKind.WORKLOAD_FINISHED: EmailChoice.DAILY}
+    )  # preemptions are in the digest by default
+    preemptor = make_workload(p.project_a1, p.cluster, None, name="urgent", gpus=1)
+    for i in range(3):  # one folded notice
+        victim = make_workload(
+            p.project_a1, p.cluster, p.researcher, name=f"s{i}", gpus=1, min_runtime_seconds=600
+        )
+        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+    done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
+    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    assert not EmailDelivery.objects.exists()  # nothing at once
+
+    assert email_digests_send(now=at_local(1, 6)) == 0  # before the digest hour
+    assert email_digests_send(now=at_local(1, 7)) == 1
+    (mail,) = smtp.recorder.messages
+    assert mail["To"] == "researcher@example.org"
+    assert mail["Subject"].strip() == "Your daily digest: 2 notifications"
+    body = mail.get_content()
+    assert "3 of your workloads in Detection were preempted or evicted" in body
+    assert "“done” finished in Detection" in body
+    assert body.count("/notifications/unsubscribe/") == 2  # one stop link per kind
+    # Later the same day, and the next day with nothing new: no second digest.
+    assert email_digests_send(now=at_local(1, 9)) == 0
+    assert email_digests_send(now=at_local(2, 7)) == 0
+    assert len(smtp.recorder.messages) == 1
+    assert EmailDigest.objects.get().state == DeliveryState.SENT
+
+
+def test_a_digest_the_server_missed_goes_at_the_next_run_of_the_day(p, settings):
+    node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
+    preemptor = make_workload(p.project_a1, p.cluster, None, name="urgent", gpus=1)
+    victim = make_workload(
+        p.project_a1, p.cluster, p.researcher, name="s", gpus=1, min_runtime_seconds=600
+    )
+    run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 2
+    assert email_digests_send(now=at_local(1, 7)) == 0
+    assert EmailDigest.objects.get().state == DeliveryState.QUEUED
+    server = SMTPServer().start()
+    try:
+        settings.EMAIL_PORT = server.port
+        assert email_digests_send(now=at_local(1, 8)) == 1
+        assert len(server.recorder.messages) == 1
+    finally:
+        server.stop()
