@@ -69,6 +69,8 @@ class NotificationKind(models.TextChoices):
     WORKLOAD_PREEMPTED = "workload_preempted", "Your workload was preempted or evicted"
     WORKLOAD_FINISHED = "workload_finished", "Your workload finished"
     WORKLOAD_FAILED = "workload_failed", "Your workload failed"
+    NODE_ATTENTION = "node_attention", "A node you operate went down or finished draining"
+    REPORT_READY = "report_ready", "The monthly usage report is ready"
 
 
 class EmailChoice(models.TextChoices):

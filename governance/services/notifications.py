@@ -55,6 +55,9 @@ EMAIL_DEFAULTS = {
     NotificationKind.WORKLOAD_FAILED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.DAILY,
     NotificationKind.WORKLOAD_FINISHED: EmailChoice.OFF,
+    NotificationKind.NODE_ATTENTION: EmailChoice.IMMEDIATE,
+    # The monthly e-mail itself carries the report: the notice stays in the app.
+    NotificationKind.REPORT_READY: EmailChoice.OFF,
 }
 # A claimed e-mail whose worker has not marked it sent after this long is given up (never
 # resent: the server may have taken it before the worker died).

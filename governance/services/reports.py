@@ -11,11 +11,13 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
 from django.db import IntegrityError, connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from governance.choices import Role
+from governance.choices import NotificationKind, Role
 from governance.models import (
     Cluster,
     MonthlyReportDelivery,
@@ -28,6 +30,7 @@ from governance.reports.columns import report_filename
 from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import report_period_of_month, usage_report
 from governance.selectors.visibility import Visibility
+from governance.services.notifications import Notice, notify
 
 logger = logging.getLogger(__name__)
 
@@ -168,9 +171,31 @@ def report_monthly_send_one(
             )
             message.attach(report_filename(report, "xlsx"), report_xlsx(report=report), XLSX_TYPE)
             message.send(fail_silently=False)
+            _tell_finance(organization, month, report.title, now)
     except IntegrityError:
         return None  # another run recorded (and sent) it first
     return delivery
+
+
+def _tell_finance(organization: Organization, month: date, title: str, now: datetime) -> None:
+    """The finance users' notice that the month's report is ready (with the mailed one)."""
+    users = (
+        get_user_model()
+        .objects.filter(roles__role=Role.FINANCE, roles__organization=organization, is_active=True)
+        .distinct()
+    )
+    notify(
+        recipients=users,
+        notice=Notice(
+            kind=NotificationKind.REPORT_READY,
+            title=f"{organization.name}: {title} is ready",
+            body="Also sent by e-mail, with the XLSX attached.",
+            link=reverse("reports:usage") + f"?period=month&month={month:%Y-%m}",
+            organization_id=organization.pk,
+            event_key=f"report:{organization.pk}:{month:%Y-%m}",
+        ),
+        now=now,
+    )
 
 
 def report_monthly_send(

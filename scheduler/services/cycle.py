@@ -42,6 +42,7 @@ from scheduler.models import Node, Order, Run, RunNode, SchedulingCycle, Workloa
 from scheduler.selectors.budget import cluster_budget
 from scheduler.selectors.usage import usage_window_by_project
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
+from scheduler.services.node_notices import node_changed_notify
 from scheduler.services.runs import order_key, stop_order
 
 logger = logging.getLogger(__name__)
@@ -401,11 +402,17 @@ def _apply(
         name for _, name, _, st in state.nodes if st == NodeState.DRAINING and name not in busy
     ]
     if drained:
-        Node.objects.filter(cluster=cluster, name__in=drained, state=NodeState.DRAINING).update(
+        finished = list(
+            Node.objects.filter(cluster=cluster, name__in=drained, state=NodeState.DRAINING)
+        )
+        Node.objects.filter(pk__in=[n.pk for n in finished], state=NodeState.DRAINING).update(
             state=NodeState.DRAINED,
             state_reason="Drained: no workload left on the node.",
             state_changed_at=now,
         )
+        for node in finished:
+            node.cluster = cluster
+            node_changed_notify(node=node, went="drained", reason=node.state_reason or "", now=now)
 
     # --- reasons and queue positions of pending workloads -----------------------------
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}

@@ -20,6 +20,7 @@ from governance.services.audit import audit_record
 from scheduler.choices import NodeState, NodeStateSource, RunEndReason
 from scheduler.models import Node, Run
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
+from scheduler.services.node_notices import node_changed_notify
 from scheduler.services.runs import cycle_enqueue, run_end
 from scheduler.services.usage import usage_account
 
@@ -178,7 +179,7 @@ def node_mark_down(
     """
     now = now or timezone.now()
     with locked_transaction(ACCOUNTING_LOCK, node.cluster_id, wait=True):
-        _set_state(
+        changed = _set_state(
             node=node,
             allowed=(NodeState.HEALTHY, NodeState.DRAINING, NodeState.DRAINED),
             state=NodeState.DOWN,
@@ -189,6 +190,10 @@ def node_mark_down(
         )
         _end_runs_on(node, now=now)
         node.refresh_from_db()
+        if changed:
+            node_changed_notify(
+                node=node, went="down", reason=reason or "Marked down.", actor=actor, now=now
+            )
     return node
 
 
@@ -254,5 +259,6 @@ def nodes_expire_heartbeats(*, now: datetime | None = None) -> list[Node]:
                 )
                 _end_runs_on(node, now=now)
                 node.refresh_from_db()
+                node_changed_notify(node=node, went="down", reason=node.state_reason, now=now)
                 expired.append(node)
     return expired

@@ -269,3 +269,38 @@ def test_the_api_lists_only_the_callers_and_marks_read(p):
     assert APIClient().get("/api/notifications/").status_code in (401, 403)
     assert get_user_model().objects.count() == 6
     assert timedelta(0) < BURST_WINDOW
+
+
+# --- nodes -------------------------------------------------------------------------------------
+
+
+def test_operators_are_told_a_node_went_down_and_a_rack_folds_into_one_notice(p):
+    from scheduler.services.nodes import node_mark_down
+
+    nodes = [Node.objects.create(cluster=p.cluster, name=f"rack-{i}", gpus=8) for i in range(3)]
+    node_mark_down(node=nodes[0], actor=p.org_admin, reason="PSU swap")
+    assert notices(p.org_admin) == []  # the operator who did it is not told of it
+    node_mark_down(node=nodes[1], reason="No heartbeat.", source="system")
+    node_mark_down(node=nodes[2], reason="No heartbeat.", source="system")
+    (note,) = notices(p.org_admin)
+    assert note.kind == NotificationKind.NODE_ATTENTION
+    assert note.count == 2
+    assert note.title == "2 nodes of h100 went down or finished draining"
+    for persona in ("program_manager", "pi", "researcher", "finance", "outsider"):
+        assert notices(p.users[persona]) == []
+
+
+def test_operators_are_told_when_a_drain_finishes(p):
+    from scheduler.services.cycle import scheduling_cycle_run
+    from scheduler.services.nodes import node_drain
+
+    node_drain(node=p.node, actor=p.org_admin, reason="Replace a fan.")
+    scheduling_cycle_run(cluster_id=p.cluster.pk)
+    (note,) = notices(p.org_admin)
+    assert note.title == "Node gpu-1 of h100 finished draining: ready for repair"
+    assert note.body == "Replace a fan."
+    assert note.link == f"/nodes/{p.node.pk}/"
+    p.node.refresh_from_db()
+    assert p.node.state == "drained"
+    scheduling_cycle_run(cluster_id=p.cluster.pk)  # a drained node is told once
+    assert len(notices(p.org_admin)) == 1

@@ -12,7 +12,8 @@ from django.conf import settings as django_settings
 from django.core import mail
 from openpyxl import load_workbook
 
-from governance.models import MonthlyReportDelivery
+from governance.choices import NotificationKind
+from governance.models import MonthlyReportDelivery, Notification
 from governance.services.reports import report_monthly_send
 from tests.factories import UserFactory, finance_of
 from tests.governance.test_reports_selector import (  # noqa: F401 (the fixture)
@@ -62,6 +63,16 @@ def test_a_second_run_for_the_same_month_sends_nothing(october):
     assert again == []
     assert len(mail.outbox) == 1
     assert MonthlyReportDelivery.objects.count() == 1
+
+
+def test_finance_users_are_told_in_the_app_once(october):
+    report_monthly_send(now=NOVEMBER_FIRST)
+    report_monthly_send(now=datetime(2026, 11, 1, 6, 5, tzinfo=UTC))
+    (notice,) = Notification.objects.all()
+    assert notice.recipient == october.finance
+    assert notice.kind == NotificationKind.REPORT_READY
+    assert notice.title == "Acme Research: GPU usage 2026-10 is ready"
+    assert notice.link == "/reports/usage/?period=month&month=2026-10"
 
 
 def test_a_failed_send_is_not_recorded_so_the_retry_sends(october, monkeypatch):
