@@ -304,3 +304,23 @@ def test_operators_are_told_when_a_drain_finishes(p):
     assert p.node.state == "drained"
     scheduling_cycle_run(cluster_id=p.cluster.pk)  # a drained node is told once
     assert len(notices(p.org_admin)) == 1
+
+
+def test_the_api_reads_and_changes_email_choices(p):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=p.pi).key}")
+    shown = client.get("/api/notifications/preferences/").json()
+    assert shown["approval_awaiting"] == "immediate"
+    assert shown["workload_preempted"] == "daily"
+    assert set(shown) == set(NotificationKind.values)
+    changed = client.put(
+        "/api/notifications/preferences/", {"workload_finished": "daily"}, format="json"
+    )
+    assert changed.status_code == 200
+    assert changed.json()["workload_finished"] == "daily"
+    assert changed.json()["approval_awaiting"] == "immediate"  # untouched
+    bad = client.put(
+        "/api/notifications/preferences/", {"workload_failed": "hourly"}, format="json"
+    )
+    assert bad.status_code == 400 and "workload_failed" in bad.json()["errors"]
+    assert client.get("/api/notifications/preferences/").json()["workload_failed"] == "immediate"

@@ -701,6 +701,7 @@ DECISIONS: dict[str, Decision] = {
     # submitted request awaits their decision). Another person's is a 404 (API) or changes
     # nothing (pages, which go back to the list).
     "api:notification-list": Decision(get=ALL_SIGNED_IN),
+    "api:notification-preferences": Decision(get=ALL_SIGNED_IN),
     "api:notification-read": Decision(
         url=_org_admin_notice,
         get="405 405 405 405 405 405 403",
