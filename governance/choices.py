@@ -71,6 +71,7 @@ class NotificationKind(models.TextChoices):
     WORKLOAD_FAILED = "workload_failed", "Your workload failed"
     NODE_ATTENTION = "node_attention", "A node you operate went down or finished draining"
     REPORT_READY = "report_ready", "The monthly usage report is ready"
+    TEAM_UNDER_DELIVERED = "team_under_delivered", "Your team got less than it was owed"
 
 
 class EmailChoice(models.TextChoices):

@@ -430,6 +430,13 @@ CELERY_BEAT_SCHEDULE["notification-emails-sweep"] = {
     "task": "governance.tasks.notification_emails_sweep",
     "schedule": 300,
 }
+# A team that got less than this share of the GPU-hours it was owed over the last 24 hours
+# has its PIs and program managers told (at most once a day; docs/notifications.md).
+DELIVERY_ALERT_RATIO = float(env_str("DELIVERY_ALERT_RATIO", "0.9"))
+CELERY_BEAT_SCHEDULE["delivery-alerts"] = {
+    "task": "scheduler.tasks.delivery_alerts_check",
+    "schedule": crontab(minute=15),  # every hour
+}
 CELERY_BEAT_SCHEDULE["notification-digests-send"] = {
     "task": "governance.tasks.notification_digests_send",
     "schedule": crontab(minute=10),  # every hour; each person gets at most one a day

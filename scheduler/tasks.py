@@ -158,3 +158,12 @@ def slurm_import_usage_all() -> int:
     for connection_id in ids:
         slurm_import_usage.delay(connection_id)
     return len(ids)
+
+
+@shared_task(acks_late=True)
+def delivery_alerts_check() -> int:
+    """Tell teams that got less than they were owed in the last 24 hours (at most once a day
+    each); returns how many projects are below. Run by beat every hour."""
+    from scheduler.services.delivery_alerts import delivery_alerts_check as check
+
+    return check()
