@@ -728,3 +728,57 @@ class EmailDigest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.day} · {self.state}"
+
+
+class OrganizationWebhook(models.Model):
+    """Where an organization's events are posted as JSON (a chat tool's incoming webhook):
+    requests awaiting a decision and decided, nodes down or drained, teams under-delivered,
+    the monthly report. Set by an org admin; one per organization."""
+
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, related_name="webhook"
+    )
+    url = models.URLField(max_length=500)
+    enabled = models.BooleanField(default=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    def __str__(self) -> str:
+        return f"{self.organization}: {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event posted (or to be posted) to an organization's webhook: at most once per event,
+    claimed before the request like ``EmailDelivery``; ``count`` events of one burst fold into
+    the first delivery instead of being posted one by one."""
+
+    webhook = models.ForeignKey(
+        OrganizationWebhook, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    event_key = models.CharField(max_length=200)
+    collapse_key = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices)
+    payload = models.JSONField(encoder=DjangoJSONEncoder)
+    count = models.PositiveIntegerField(default=1)
+    state = models.CharField(
+        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event_key"], name="webhook_once_per_event"),
+            models.CheckConstraint(
+                condition=Q(state__in=DeliveryState.values), name="webhook_delivery_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} · {self.kind} · {self.state}"

@@ -66,11 +66,12 @@ def notification_email_send(self, delivery_id: int) -> str:
 
 @shared_task(acks_late=True)
 def notification_emails_sweep() -> int:
-    """Fail e-mails stuck mid-send and resend queued ones whose task was lost; return how many
-    were touched. Run by beat every 5 minutes."""
+    """Fail e-mails and webhook posts stuck mid-send and send queued ones whose task was lost;
+    return how many were touched. Run by beat every 5 minutes."""
     from governance.services.notifications import email_deliveries_sweep
+    from governance.services.webhooks import webhook_deliveries_sweep
 
-    return email_deliveries_sweep()
+    return email_deliveries_sweep() + webhook_deliveries_sweep()
 
 
 @shared_task(acks_late=True)
@@ -80,3 +81,18 @@ def notification_digests_send() -> int:
     from governance.services.notifications import email_digests_send
 
     return email_digests_send()
+
+
+@shared_task(acks_late=True, bind=True, max_retries=8)
+def webhook_post(self, delivery_id: int) -> str:
+    """Post one event to its organization's webhook (``services.webhooks``); a receiver that
+    is away or answers 5xx/429 is retried with backoff (1 min, doubling, at most 1 h), then
+    the delivery is marked failed and listed for the org admin."""
+    from governance.services.webhooks import webhook_delivery_post
+
+    state = webhook_delivery_post(
+        delivery_id=delivery_id, final=self.request.retries >= self.max_retries
+    )
+    if state == "retry":
+        raise self.retry(countdown=min(3600, 60 * 2**self.request.retries))
+    return state

@@ -95,6 +95,10 @@ def notify(*, recipients: Iterable, notice: Notice, now: datetime | None = None)
     """Tell each user of ``recipients`` about ``notice`` once; returns the rows written or
     folded. Inactive users and duplicates are skipped."""
     now = now or timezone.now()
+    if notice.organization_id is not None:
+        from governance.services.webhooks import webhook_queue
+
+        webhook_queue(organization_id=notice.organization_id, notice=notice, now=now)
     told = 0
     seen: set[int] = set()
     for user in recipients:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
@@ -13,7 +14,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST, require_safe
 
-from governance.choices import EmailChoice, NotificationKind
+from governance.choices import DeliveryState, EmailChoice, NotificationKind
+from governance.models import EmailDelivery, Organization, OrganizationWebhook, WebhookDelivery
 from governance.parsing import whole_number
 from governance.selectors.notifications import notifications_for
 from governance.services.notifications import (
@@ -22,6 +24,8 @@ from governance.services.notifications import (
     notifications_mark_read,
     unsubscribe_read,
 )
+from governance.services.webhooks import webhook_set
+from governance.views.common import visibility_of
 
 PAGE_SIZE = 50
 
@@ -57,7 +61,12 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
     )
     paginator = Paginator(rows, PAGE_SIZE)
     page = paginator.get_page(min(page_number, paginator.num_pages))
-    return render(request, "governance/notifications.html", {"form": form, "page": page})
+    context = {
+        "form": form,
+        "page": page,
+        "is_org_admin": bool(visibility_of(request).admin_org_ids),
+    }
+    return render(request, "governance/notifications.html", context)
 
 
 @login_required
@@ -138,10 +147,88 @@ def notification_unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
     return render(request, "governance/notification_unsubscribe.html", {"label": label})
 
 
+class WebhookForm(forms.Form):
+    """An organization's webhook: an http(s) URL, on or off."""
+
+    url = forms.URLField(
+        label="Webhook URL",
+        max_length=500,
+        assume_scheme="https",
+        help_text="A chat tool's incoming webhook (Slack, Mattermost, Rocket.Chat, Zulip's "
+        "Slack-compatible one) or your own receiver: it gets JSON with a <code>text</code>.",
+    )
+    enabled = forms.BooleanField(required=False, initial=True, label="Post events")
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        if not url.lower().startswith(("https://", "http://")):
+            raise forms.ValidationError("Give an http:// or https:// address.")
+        return url
+
+
+WEBHOOK_ROWS_SHOWN = 50
+
+
+@login_required
+def organization_webhook(request: HttpRequest) -> HttpResponse:
+    """Org admins: the organization's webhook (set, turn off) and what failed to reach
+    people: webhook posts and e-mails that were given up, newest first."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    vis = visibility_of(request)
+    organizations = list(Organization.objects.filter(pk__in=vis.admin_org_ids).order_by("name"))
+    if not organizations:
+        raise PermissionDenied("Only org admins set their organization's webhook.")
+    chosen = whole_number(request.GET.get("organization") or "") or organizations[0].pk
+    organization = next((o for o in organizations if o.pk == chosen), None)
+    if organization is None:
+        raise Http404("No such organization among yours.")
+    hook = OrganizationWebhook.objects.filter(organization=organization).first()
+    initial = {"url": hook.url, "enabled": hook.enabled} if hook else {"enabled": True}
+    form = WebhookForm(request.POST if request.method == "POST" else None, initial=initial)
+    if request.method == "POST":
+        if form.is_valid():
+            webhook_set(
+                organization=organization,
+                url=form.cleaned_data["url"],
+                enabled=form.cleaned_data["enabled"],
+                actor=request.user,
+            )
+            messages.success(request, f"The webhook of {organization.name} is saved.")
+            return redirect(f"{request.path}?organization={organization.pk}")
+        status = 400
+    else:
+        status = 200
+    deliveries = (
+        WebhookDelivery.objects.filter(webhook__organization=organization).order_by(
+            "-created_at", "-id"
+        )[:WEBHOOK_ROWS_SHOWN]
+        if hook
+        else []
+    )
+    failed_emails = (
+        EmailDelivery.objects.filter(
+            state=DeliveryState.FAILED, notification__organization=organization
+        )
+        .select_related("notification")
+        .order_by("-created_at", "-id")[:WEBHOOK_ROWS_SHOWN]
+    )
+    context = {
+        "form": form,
+        "organization": organization,
+        "organizations": organizations,
+        "hook": hook,
+        "deliveries": deliveries,
+        "failed_emails": failed_emails,
+    }
+    return render(request, "governance/organization_webhook.html", context, status=status)
+
+
 urlpatterns = [
     path("", notifications_page, name="notifications"),
     path("read/", notifications_read, name="notifications-read"),
     path("<int:pk>/open/", notification_open, name="notification-open"),
     path("preferences/", notification_preferences, name="notification-preferences"),
+    path("webhook/", organization_webhook, name="organization-webhook"),
     path("unsubscribe/<str:token>/", notification_unsubscribe, name="notifications-unsubscribe"),
 ]

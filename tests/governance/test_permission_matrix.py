@@ -702,6 +702,11 @@ DECISIONS: dict[str, Decision] = {
     # nothing (pages, which go back to the list).
     "api:notification-list": Decision(get=ALL_SIGNED_IN),
     "api:notification-preferences": Decision(get=ALL_SIGNED_IN),
+    "organization-webhook": Decision(
+        get="200 403 403 403 403 403 login",
+        post="302 403 403 403 403 403 login",
+        payload=lambda w, _: {"url": "http://127.0.0.1:9/matrix", "enabled": ""},
+    ),
     "api:notification-read": Decision(
         url=_org_admin_notice,
         get="405 405 405 405 405 405 403",

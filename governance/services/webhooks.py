@@ -1,0 +1,196 @@
+"""An organization's events posted to its webhook (JSON a chat tool's incoming webhook takes).
+
+``webhook_queue`` is called by ``notifications.notify`` for the organization-wide kinds, once
+per event, inside the transaction of the change; a Celery task posts it after the commit.
+Like e-mails, a delivery is claimed before the request (a worker that dies mid-request never
+posts it twice), an unreachable or failing receiver (network error, 5xx, 429) is retried with
+backoff and then marked failed, and failures are listed for the org admin on the webhook's
+page. Events of one burst (a rack of nodes going down) fold into the first delivery while it
+is queued, and into nothing more for an hour after.
+
+The body: ``{"text": "<title> <link>", "event": {kind, title, body, link, organization,
+at, count}}`` — ``text`` is what Slack, Mattermost, Rocket.Chat and Zulip's Slack-compatible
+incoming webhooks show.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from governance.choices import DeliveryState, NotificationKind
+from governance.models import OrganizationWebhook, WebhookDelivery
+
+logger = logging.getLogger(__name__)
+
+# The kinds that concern an organization as a whole (workload events are one person's).
+ORG_KINDS = frozenset(
+    {
+        NotificationKind.APPROVAL_AWAITING,
+        NotificationKind.APPROVAL_DECIDED,
+        NotificationKind.NODE_ATTENTION,
+        NotificationKind.TEAM_UNDER_DELIVERED,
+        NotificationKind.REPORT_READY,
+    }
+)
+BURST_WINDOW = timedelta(hours=1)
+TIMEOUT_SECONDS = 10
+
+
+def webhook_queue(*, organization_id: int, notice, now) -> WebhookDelivery | None:
+    """Queue ``notice`` for the organization's enabled webhook, once per event; a burst
+    (same ``collapse_key`` within an hour) folds into its first delivery."""
+    if notice.kind not in ORG_KINDS:
+        return None
+    hook = OrganizationWebhook.objects.filter(organization_id=organization_id, enabled=True).first()
+    if hook is None:
+        return None
+    if WebhookDelivery.objects.filter(webhook=hook, event_key=notice.event_key[:200]).exists():
+        return None
+    if notice.collapse_key:
+        burst = (
+            WebhookDelivery.objects.select_for_update()
+            .filter(
+                webhook=hook,
+                collapse_key=notice.collapse_key[:200],
+                created_at__gte=now - BURST_WINDOW,
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        if burst is not None:
+            burst.count += 1
+            if burst.state == DeliveryState.QUEUED:  # not posted yet: say how many
+                burst.payload = _payload(notice, now, burst.count)
+            burst.save(update_fields=["count", "payload"])
+            return burst
+    delivery = WebhookDelivery.objects.create(
+        webhook=hook,
+        event_key=notice.event_key[:200],
+        collapse_key=notice.collapse_key[:200],
+        kind=notice.kind,
+        payload=_payload(notice, now, 1),
+        created_at=now,
+    )
+    transaction.on_commit(lambda: _enqueue(delivery.pk), robust=True)
+    return delivery
+
+
+def _payload(notice, now, count: int) -> dict:
+    site = settings.SITE_URL.rstrip("/")
+    title = (
+        notice.burst_title.format(count=count) if count > 1 and notice.burst_title else notice.title
+    )
+    link = (notice.burst_link or notice.link) if count > 1 else notice.link
+    url = f"{site}{link}" if link else ""
+    return {
+        "text": f"{title} {url}".strip(),
+        "event": {
+            "kind": str(notice.kind),
+            "title": title,
+            "body": notice.body,
+            "link": url,
+            "organization": notice.organization_id,
+            "at": now.isoformat(),
+            "count": count,
+        },
+    }
+
+
+def _enqueue(delivery_id: int) -> None:
+    from governance.tasks import webhook_post
+
+    try:
+        webhook_post.delay(delivery_id)
+    except Exception:  # the broker is away: the sweep posts it later
+        logger.warning("Could not queue webhook delivery %s; the sweep will", delivery_id)
+
+
+def webhook_delivery_post(*, delivery_id: int, final: bool = False, now=None) -> str:
+    """Post one delivery at most once; ``sent``, ``retry``, ``failed`` or ``skipped``."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        delivery = (
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .select_related("webhook")
+            .filter(pk=delivery_id, state=DeliveryState.QUEUED)
+            .first()
+        )
+        if delivery is None:
+            return "skipped"
+        delivery.state = DeliveryState.SENDING
+        delivery.attempts += 1
+        delivery.claimed_at = now
+        delivery.save(update_fields=["state", "attempts", "claimed_at"])
+    request = urllib.request.Request(
+        delivery.webhook.url,
+        data=json.dumps(delivery.payload).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "gpu-governance-webhook"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            response.read(1024)
+    except urllib.error.HTTPError as exc:
+        # 4xx other than 429: the receiver refuses this body; asking again will not help.
+        retry = exc.code >= 500 or exc.code == 429
+        return _failed(delivery, f"HTTP {exc.code} {exc.reason}", retry and not final)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return _failed(delivery, f"{type(exc).__name__}: {exc}", not final)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        state=DeliveryState.SENT, sent_at=timezone.now()
+    )
+    return "sent"
+
+
+def _failed(delivery: WebhookDelivery, error: str, retry: bool) -> str:
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        state=DeliveryState.QUEUED if retry else DeliveryState.FAILED, last_error=error[:2000]
+    )
+    return "retry" if retry else "failed"
+
+
+def webhook_set(*, organization, url: str, enabled: bool, actor, now=None) -> OrganizationWebhook:
+    """Set (or change) the organization's webhook (the URL already validated: http or https)."""
+    hook, _ = OrganizationWebhook.objects.update_or_create(
+        organization=organization,
+        defaults={
+            "url": url,
+            "enabled": enabled,
+            "updated_by": actor,
+            "updated_at": now or timezone.now(),
+        },
+    )
+    return hook
+
+
+def webhook_deliveries_sweep(*, now=None) -> int:
+    """Give up deliveries claimed too long ago (never posted twice) and post queued ones whose
+    task was lost. Returns how many rows were touched."""
+    from django.db.models import Q
+
+    now = now or timezone.now()
+    given_up = WebhookDelivery.objects.filter(
+        state=DeliveryState.SENDING, claimed_at__lt=now - timedelta(minutes=10)
+    ).update(
+        state=DeliveryState.FAILED,
+        last_error="The worker stopped while posting; not posted again, to never post it twice.",
+    )
+    lost = list(
+        WebhookDelivery.objects.filter(state=DeliveryState.QUEUED)
+        .filter(
+            Q(attempts=0, created_at__lt=now - timedelta(minutes=5))
+            | Q(claimed_at__lt=now - timedelta(hours=1, minutes=5))
+        )
+        .values_list("pk", flat=True)[:1000]
+    )
+    for delivery_id in lost:
+        _enqueue(delivery_id)
+    return given_up + len(lost)
