@@ -72,6 +72,7 @@ class NotificationKind(models.TextChoices):
     NODE_ATTENTION = "node_attention", "A node you operate went down or finished draining"
     REPORT_READY = "report_ready", "The monthly usage report is ready"
     TEAM_UNDER_DELIVERED = "team_under_delivered", "Your team got less than it was owed"
+    MONTH_USAGE = "month_usage", "Your team's month passed a share of its entitlement"
 
 
 class EmailChoice(models.TextChoices):

@@ -433,6 +433,8 @@ CELERY_BEAT_SCHEDULE["notification-emails-sweep"] = {
 # A team that got less than this share of the GPU-hours it was owed over the last 24 hours
 # has its PIs and program managers told (at most once a day; docs/notifications.md).
 DELIVERY_ALERT_RATIO = float(env_str("DELIVERY_ALERT_RATIO", "0.9"))
+# Shares of a month's entitlement whose passing (by charged GPU-hours) a team is told about.
+MONTH_USAGE_THRESHOLDS = [float(x) for x in env_list("MONTH_USAGE_THRESHOLDS", ["0.8", "1.0"])]
 CELERY_BEAT_SCHEDULE["delivery-alerts"] = {
     "task": "scheduler.tasks.delivery_alerts_check",
     "schedule": crontab(minute=15),  # every hour

@@ -163,7 +163,8 @@ def slurm_import_usage_all() -> int:
 @shared_task(acks_late=True)
 def delivery_alerts_check() -> int:
     """Tell teams that got less than they were owed in the last 24 hours (at most once a day
-    each); returns how many projects are below. Run by beat every hour."""
-    from scheduler.services.delivery_alerts import delivery_alerts_check as check
+    each) and teams whose month passed a share of its entitlement (once per threshold and
+    month); returns how many were found. Run by beat every hour."""
+    from scheduler.services.delivery_alerts import delivery_alerts_check, month_usage_check
 
-    return check()
+    return delivery_alerts_check() + month_usage_check()

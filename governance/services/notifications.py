@@ -59,6 +59,7 @@ EMAIL_DEFAULTS = {
     # The monthly e-mail itself carries the report: the notice stays in the app.
     NotificationKind.REPORT_READY: EmailChoice.OFF,
     NotificationKind.TEAM_UNDER_DELIVERED: EmailChoice.IMMEDIATE,
+    NotificationKind.MONTH_USAGE: EmailChoice.IMMEDIATE,
 }
 # A claimed e-mail whose worker has not marked it sent after this long is given up (never
 # resent: the server may have taken it before the worker died).

@@ -37,6 +37,7 @@ ORG_KINDS = frozenset(
         NotificationKind.APPROVAL_DECIDED,
         NotificationKind.NODE_ATTENTION,
         NotificationKind.TEAM_UNDER_DELIVERED,
+        NotificationKind.MONTH_USAGE,
         NotificationKind.REPORT_READY,
     }
 )

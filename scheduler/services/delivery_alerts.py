@@ -1,4 +1,5 @@
-"""Teams that got less than they were owed: their PIs and program managers are told.
+"""Teams that got less than they were owed, or whose month passed a share of its entitlement:
+their PIs and program managers are told.
 
 Over the last 24 complete hours of a cluster's hourly rollups, a project's owed GPU-seconds are
 Σ min(entitled, demand) per hour and what it got of them Σ min(budgeted + burst, owed) per
@@ -84,6 +85,67 @@ def delivery_alerts_check(*, now: datetime | None = None) -> int:
             now=now,
         )
     return len(below)
+
+
+def month_usage_check(*, now: datetime | None = None) -> int:
+    """Tell the teams whose charged GPU-hours this month (site time) passed a threshold of
+    ``settings.MONTH_USAGE_THRESHOLDS`` (80 % and 100 % by default) of their entitlement for
+    the whole month: entitled so far, plus the last hour's entitled rate for the hours left.
+    Each threshold is told once per month. Returns how many (project, threshold) passed."""
+    now = now or timezone.now()
+    local = timezone.localtime(now)
+    month_start = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    next_month = (month_start + timedelta(days=32)).replace(day=1)
+    end = now.replace(minute=0, second=0, microsecond=0)
+    hours_left = Decimal(max(0, (next_month - end) // timedelta(hours=1)))
+    charged: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    entitled: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    last: dict[tuple[int, int], tuple[datetime, Decimal]] = {}
+    rows = UsageHour.objects.filter(hour__gte=month_start, hour__lt=end).values_list(
+        "cluster_id", "project_id", "hour", "entitled_gpu_seconds", "budgeted_gpu_seconds",
+        "burst_gpu_seconds",
+    )  # fmt: skip
+    for cluster_id, project_id, hour, ent, budgeted, burst in rows:
+        key = (cluster_id, project_id)
+        charged[key] += budgeted + burst
+        entitled[key] += ent
+        if key not in last or hour > last[key][0]:
+            last[key] = (hour, ent)
+    passed = []
+    for key, used in charged.items():
+        month = entitled[key] + last[key][1] * hours_left
+        if month < MIN_OWED_GPU_SECONDS:
+            continue  # no entitlement to speak of (unbudgeted): nothing to pass
+        for threshold in settings.MONTH_USAGE_THRESHOLDS:
+            if used >= Decimal(str(threshold)) * month:
+                passed.append((key, threshold, used, month))
+    if not passed:
+        return 0
+    projects = Project.objects.select_related("program").in_bulk({k[1] for k, *_ in passed})
+    clusters = Cluster.objects.in_bulk({k[0] for k, *_ in passed})
+    for (cluster_id, project_id), threshold, used, month in passed:
+        project, cluster = projects[project_id], clusters[cluster_id]
+        notify(
+            recipients=_team_leads(project),
+            notice=Notice(
+                kind=NotificationKind.MONTH_USAGE,
+                title=(
+                    f"{project.name} has used {threshold:.0%} of its entitlement for "
+                    f"{local:%B %Y} on {cluster.name}"
+                ),
+                body=(
+                    f"{used / 3600:,.1f} GPU-hours charged so far of the "
+                    f"{month / 3600:,.1f} its share of the cluster gives it over the whole "
+                    "month; what it runs above its share at a given hour is burst, shown as "
+                    "such in the usage report."
+                ),
+                link=reverse("reports:usage") + f"?period=month&month={local:%Y-%m}",
+                organization_id=cluster.organization_id,
+                event_key=(f"month-usage:{cluster.pk}:{project.pk}:{local:%Y-%m}:{threshold}"),
+            ),
+            now=now,
+        )
+    return len(passed)
 
 
 def _team_leads(project: Project):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from governance.choices import NotificationKind
 from governance.models import Notification
 from scheduler.models import UsageHour
-from scheduler.services.delivery_alerts import delivery_alerts_check
+from scheduler.services.delivery_alerts import delivery_alerts_check, month_usage_check
 from tests.personas import build_personas
 
 pytestmark = pytest.mark.django_db
@@ -51,3 +51,35 @@ def test_a_team_left_waiting_is_told_once_a_day(db):
     )
     assert delivery_alerts_check(now=now + timedelta(minutes=30)) == 1
     assert told.count() == 2  # not again the same day
+
+
+def test_a_team_passing_a_share_of_its_month_is_told_once_per_threshold(db):
+    p = build_personas()
+    local = timezone.localtime()
+    now = local.replace(day=11, hour=0, minute=20, second=0, microsecond=0)  # 10 days in
+    month_start = now.replace(day=1, hour=0, minute=0)
+    hours = (now.replace(minute=0) - month_start) // timedelta(hours=1)  # 240
+    # Entitled 8 GPUs every hour: 4,300.8 to 4,761.6 GPU-hours are 80 % of a 28- to 31-day
+    # month. Detection ran 20 GPUs for 240 h: 4,800 GPU-hours, past 80 % and short of 100 %
+    # in any month; Segmentation 8 GPUs: 1,920 (33-36 %).
+    for h in range(hours):
+        at = month_start + timedelta(hours=h)
+        for project, gpus in ((p.project_a1, 20), (p.project_a2, 8)):
+            UsageHour.objects.create(
+                project=project, cluster=p.cluster, hour=at,
+                entitled_gpu_seconds=8 * HOUR, demand_gpu_seconds=gpus * HOUR,
+                budgeted_gpu_seconds=8 * HOUR, burst_gpu_seconds=(gpus - 8) * HOUR,
+                free_gpu_seconds=0,
+            )  # fmt: skip
+    days = ((month_start + timedelta(days=32)).replace(day=1) - month_start).days
+    assert month_usage_check(now=now) == (1 if 0.8 * 8 * 24 * days <= 4800 else 0)
+    told = Notification.objects.filter(kind=NotificationKind.MONTH_USAGE)
+    if days == 31:  # 80 % of 5,952 is 4,761.6: passed too
+        assert told.count() == 2
+    assert {n.recipient.username for n in told} <= {"pi", "program_manager"}
+    note = told.filter(recipient=p.pi).first()
+    assert note.title == (f"Detection has used 80% of its entitlement for {now:%B %Y} on h100")
+    assert "4,800.0 GPU-hours charged so far" in note.body
+    before = told.count()
+    assert month_usage_check(now=now + timedelta(minutes=30)) == 1  # still past: not again
+    assert told.count() == before
