@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from governance.choices import DeliveryState, EmailChoice, NotificationKind
-from governance.models import EmailDelivery, EmailDigest, NotificationPreference
+from governance.models import EmailDelivery, EmailDigest, Notification, NotificationPreference
 from governance.services.approvals import approval_request_create
 from governance.services.notifications import (
     SENDING_GIVES_UP_AFTER,
@@ -216,3 +216,81 @@ def test_a_digest_the_server_missed_goes_at_the_next_run_of_the_day(p, settings)
         assert len(server.recorder.messages) == 1
     finally:
         server.stop()
+
+
+# --- every kind reaches the mail server ----------------------------------------------------------
+
+
+def _event_of(kind: str, p):
+    """Make one event of ``kind`` happen; returns who should get the e-mail."""
+    from datetime import UTC, datetime
+
+    from governance.services.approvals import approval_approve
+    from governance.services.reports import report_monthly_send
+    from scheduler.models import UsageHour
+    from scheduler.services.delivery_alerts import delivery_alerts_check, month_usage_check
+    from scheduler.services.nodes import node_mark_down
+
+    node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
+    if kind == NotificationKind.APPROVAL_AWAITING:
+        ask(p)
+        return p.program_manager
+    if kind == NotificationKind.APPROVAL_DECIDED:
+        approval_approve(actor=p.program_manager, approval_request=ask(p))
+        return p.pi
+    if kind in (NotificationKind.WORKLOAD_FINISHED, NotificationKind.WORKLOAD_FAILED):
+        work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1)
+        reason = "succeeded" if kind == NotificationKind.WORKLOAD_FINISHED else "failed"
+        run_end(run=make_run(work, node), reason=reason, exit_code=0)
+        return p.researcher
+    if kind == NotificationKind.WORKLOAD_PREEMPTED:
+        by = make_workload(p.project_a1, p.cluster, None, name="by", gpus=1)
+        work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1,
+                             min_runtime_seconds=600)  # fmt: skip
+        run_end(run=make_run(work, node, by=by), reason=RunEndReason.PREEMPTED)
+        return p.researcher
+    if kind == NotificationKind.NODE_ATTENTION:
+        node_mark_down(node=node, reason="PSU.", source="system")
+        return p.org_admin
+    if kind == NotificationKind.REPORT_READY:
+        report_monthly_send(now=datetime(2026, 11, 1, 6, tzinfo=UTC))
+        return p.finance
+    now = timezone.localtime().replace(day=11, hour=12, minute=20)
+    end = now.replace(minute=0, second=0, microsecond=0)
+    for h in range(24 if kind == NotificationKind.TEAM_UNDER_DELIVERED else 250):
+        UsageHour.objects.create(
+            project=p.project_a1, cluster=p.cluster, hour=end - timedelta(hours=h + 1),
+            entitled_gpu_seconds=8 * 3600, demand_gpu_seconds=30 * 3600,
+            budgeted_gpu_seconds=(4 if kind == NotificationKind.TEAM_UNDER_DELIVERED else 8) * 3600,
+            burst_gpu_seconds=(0 if kind == NotificationKind.TEAM_UNDER_DELIVERED else 22) * 3600,
+            free_gpu_seconds=0,
+        )  # fmt: skip
+    check = (
+        delivery_alerts_check
+        if kind == NotificationKind.TEAM_UNDER_DELIVERED
+        else month_usage_check
+    )
+    assert check(now=now) >= 1
+    return p.pi
+
+
+@pytest.mark.parametrize("kind", NotificationKind.values)
+def test_every_kind_reaches_the_mail_server_when_chosen(p, smtp, kind):
+    recipient_of = {}
+    for user in p.users.values():
+        notification_prefs_set(user=user, choices=dict.fromkeys(NotificationKind.values, "off"))
+        notification_prefs_set(user=user, choices={kind: EmailChoice.IMMEDIATE})
+        recipient_of[user.pk] = user
+    to = _event_of(kind, p)
+    assert "sent" in send_all()
+    titles = set(
+        Notification.objects.filter(recipient=to, kind=kind).values_list("title", flat=True)
+    )
+    mine = [
+        m for m in smtp.recorder.messages
+        if m["To"] == to.email and m["Subject"].strip() in titles
+    ]  # fmt: skip
+    # One per notice (approved and applied are two; so are 80 % and 100 % of a month); finance
+    # also gets the report itself, XLSX attached, which is not a notice.
+    assert len(mine) == len(titles)
+    assert all("/notifications/unsubscribe/" in str(m["List-Unsubscribe"]) for m in mine)

@@ -73,3 +73,26 @@ def test_a_worker_killed_mid_send_never_sends_it_twice(loop_processes, smtp):
     email_deliveries_sweep(now=timezone.now() + SENDING_GIVES_UP_AFTER * 2)
     stuck.refresh_from_db()
     assert stuck.state == DeliveryState.FAILED
+
+
+def test_an_organization_event_reaches_the_webhook_through_the_worker(loop_processes):
+    from decimal import Decimal
+
+    from governance.services.approvals import approval_request_create
+    from governance.services.webhooks import webhook_set
+    from tests.webhook_receiver import Receiver
+
+    receiver = Receiver().start()
+    try:
+        loop_processes.start_worker()
+        p = build_personas()
+        webhook_set(organization=p.organization, url=receiver.url, enabled=True, actor=None)
+        request = approval_request_create(
+            actor=p.pi, parent=p.program_a, cluster=p.cluster,
+            percents={p.project_a1: Decimal("55")}, reason="Two students start.",
+        )  # fmt: skip
+        assert wait_for(lambda: receiver.bodies, timeout=60)
+        (body,) = receiver.bodies
+        assert body["text"].startswith(f"Request #{request.pk} (Vision on h100) awaits")
+    finally:
+        receiver.stop()
