@@ -286,7 +286,7 @@ def _email_message(row: Notification, address: str) -> EmailMessage:
         lines += [f"Open it: {site}{row.link}", ""]
     lines += [
         "--",
-        f"You get this because you chose e-mails for: {row.get_kind_display()}.",
+        f"You get e-mails for \"{row.get_kind_display()}\" (set in your notification settings).",
         f"Stop these e-mails: {stop}",
         f"All your notification settings: {site}{reverse('notification-preferences')}",
     ]

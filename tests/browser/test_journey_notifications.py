@@ -4,6 +4,8 @@ it from the notification centre and decides, and the PI's bell tells the result.
 
 from __future__ import annotations
 
+from html import escape
+
 import pytest
 from playwright.sync_api import expect
 
@@ -65,6 +67,9 @@ def test_the_bell_carries_a_request_to_the_manager_and_the_answer_back(
     expect(page.get_by_test_id("bell-count")).to_have_count(0)
     expect(page.locator(".notice-list li.unread")).to_have_count(0)
 
+    if width == 1280:
+        _shoot_the_email(page, out_dir)
+
     page.get_by_role("link", name="E-mail settings").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Notification settings")
     page.get_by_label("Your workload finished").select_option("immediate")
@@ -73,3 +78,32 @@ def test_the_bell_carries_a_request_to_the_manager_and_the_answer_back(
     expect(page.get_by_label("Your workload finished")).to_have_value("immediate")
     if width == 1280:
         shoot(page, out_dir, "73-notification-settings")
+
+
+def _shoot_the_email(page, out_dir) -> None:  # noqa: F811
+    """The PI's e-mail about the decision, sent through the real sending path (the test
+    settings' in-memory mail box), shown as a mail client would show a plain-text mail."""
+    from django.core import mail
+
+    from governance.models import EmailDelivery
+    from governance.services.notifications import email_delivery_send
+
+    mail.outbox.clear()
+    for delivery in EmailDelivery.objects.filter(address="pi@example.org").order_by("pk")[:1]:
+        assert email_delivery_send(delivery_id=delivery.pk) == "sent"
+    (message,) = mail.outbox
+    headers = "".join(
+        f"<div><b>{escape(name)}:</b> {escape(str(message.extra_headers.get(name) or value))}</div>"
+        for name, value in (
+            ("From", message.from_email), ("To", ", ".join(message.to)),
+            ("Subject", message.subject), ("List-Unsubscribe", ""),
+        )
+    )  # fmt: skip
+    page.set_content(
+        "<html><body style='font-family: sans-serif; margin: 2rem; max-width: 60rem'>"
+        f"<div style='border-bottom: 1px solid #ccc; padding-bottom: .5rem'>{headers}</div>"
+        f"<pre style='white-space: pre-wrap; font-size: 14px'>{escape(message.body)}</pre>"
+        "</body></html>"
+    )
+    shoot(page, out_dir, "74-notification-email")
+    page.go_back()
