@@ -355,6 +355,8 @@ SPECTACULAR_SETTINGS = {
         "RunEndReasonEnum": "scheduler.choices.RunEndReason",
         "OrderKindEnum": "scheduler.choices.OrderKind",
         "TreeLevelEnum": "governance.selectors.reports.LEVELS",
+        "EmailChoiceEnum": "governance.choices.EmailChoice",
+        "NotificationKindEnum": "governance.choices.NotificationKind",
     },
 }
 

@@ -13,6 +13,7 @@ from governance.models import Allocation, Cluster, Organization, Program, Projec
 from governance.selectors.tree import ShareRow, node_key, share_at
 from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_share_change
+from governance.services.notifications import share_change_notify
 from governance.services.shares import check_siblings_fit, lock_parent, validate_change
 
 
@@ -81,4 +82,8 @@ def allocation_split(
             valid_to=end,
             reason=reason,
         )
+        share_change_notify(
+            actor=actor, cluster=cluster, before=before, after=dict(items),
+            valid_from=start, valid_to=end, reason=reason, now=timezone.now(),
+        )  # fmt: skip
         return rows

@@ -38,6 +38,7 @@ from governance.services.notifications import (
     notifications_settle,
     notify,
     request_deciders,
+    share_change_notify,
 )
 from governance.services.shares import (
     PAST_GRACE,
@@ -339,6 +340,16 @@ def _apply_locked(
         valid_to=approval_request.effective_to,
         reason=f"{approval_request.reason} (request #{approval_request.pk})",
         at=now,
+    )
+    share_change_notify(
+        actor=actor,
+        cluster=cluster,
+        before=before,
+        after={line.node: line.percent for line in lines},
+        valid_from=valid_from,
+        valid_to=approval_request.effective_to,
+        reason=f"{approval_request.reason} (request #{approval_request.pk})",
+        now=now,
     )
     _decide(
         approval_request,

@@ -24,6 +24,7 @@ import smtplib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -52,6 +53,7 @@ BURST_WINDOW = timedelta(hours=1)
 EMAIL_DEFAULTS = {
     NotificationKind.APPROVAL_AWAITING: EmailChoice.IMMEDIATE,
     NotificationKind.APPROVAL_DECIDED: EmailChoice.IMMEDIATE,
+    NotificationKind.SHARE_CHANGED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_FAILED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.DAILY,
     NotificationKind.WORKLOAD_FINISHED: EmailChoice.OFF,
@@ -286,7 +288,7 @@ def _email_message(row: Notification, address: str) -> EmailMessage:
         lines += [f"Open it: {site}{row.link}", ""]
     lines += [
         "--",
-        f"You get e-mails for \"{row.get_kind_display()}\" (set in your notification settings).",
+        f'You get e-mails for "{row.get_kind_display()}" (set in your notification settings).',
         f"Stop these e-mails: {stop}",
         f"All your notification settings: {site}{reverse('notification-preferences')}",
     ]
@@ -427,6 +429,58 @@ def _digest_message(user, rows: list[Notification], kinds: list[str]) -> EmailMe
         to=[user.email],
         headers={"Auto-Submitted": "auto-generated"},
     )
+
+
+# --- shares -----------------------------------------------------------------------------------
+
+
+def share_change_notify(
+    *, actor, cluster, before: dict, after: dict, valid_from, valid_to, reason: str, now
+) -> None:
+    """Tell the people whose project a change of shares affects: a project's PIs when its
+    share changes; a program's managers and its projects' PIs when the program's does (their
+    effective share moves with it). Not the person who made the change."""
+    from governance.models import Program, Project
+
+    when = timezone.localtime(valid_from).strftime("%Y-%m-%d %H:%M")
+    until = f" until {timezone.localtime(valid_to):%Y-%m-%d %H:%M}" if valid_to else ""
+    for node, percent in after.items():
+        old = before.get(node)
+        if old is not None and Decimal(old) == Decimal(percent):
+            continue
+        if isinstance(node, Project):
+            scope = Q(role=Role.PI, project=node)
+        elif isinstance(node, Program):
+            scope = Q(role=Role.PROGRAM_MANAGER, program=node) | Q(
+                role=Role.PI, project__in=Project.objects.filter(program=node)
+            )
+        else:
+            continue
+        ids = RoleAssignment.objects.filter(scope).values_list("user_id", flat=True)
+        users = get_user_model().objects.filter(pk__in=ids, is_active=True).order_by("pk")
+        if actor is not None:
+            users = users.exclude(pk=actor.pk)
+        was = "no share" if old is None else f"{_percent(old)} %"
+        notify(
+            recipients=users,
+            notice=Notice(
+                kind=NotificationKind.SHARE_CHANGED,
+                title=(
+                    f"{node.name}'s share on {cluster.name} changes from {was} to "
+                    f"{_percent(percent)} % from {when}{until}"
+                ),
+                body=reason,
+                link=reverse("tree", args=[cluster.pk]),
+                organization_id=cluster.organization_id,
+                event_key=f"share:{cluster.pk}:{type(node).__name__}:{node.pk}:{valid_from.isoformat()}",
+            ),
+            now=now,
+        )
+
+
+def _percent(value) -> str:
+    """55.00 as "55", 50.50 as "50.5"."""
+    return f"{Decimal(value).normalize():f}"
 
 
 # --- who decides a request -------------------------------------------------------------------

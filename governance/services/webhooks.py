@@ -35,6 +35,7 @@ ORG_KINDS = frozenset(
     {
         NotificationKind.APPROVAL_AWAITING,
         NotificationKind.APPROVAL_DECIDED,
+        NotificationKind.SHARE_CHANGED,
         NotificationKind.NODE_ATTENTION,
         NotificationKind.TEAM_UNDER_DELIVERED,
         NotificationKind.MONTH_USAGE,

@@ -238,6 +238,14 @@ def _event_of(kind: str, p):
     if kind == NotificationKind.APPROVAL_DECIDED:
         approval_approve(actor=p.program_manager, approval_request=ask(p))
         return p.pi
+    if kind == NotificationKind.SHARE_CHANGED:
+        from governance.services.allocations import allocation_split
+
+        allocation_split(
+            actor=p.program_manager, parent=p.program_a, cluster=p.cluster,
+            percents={p.project_a1: Decimal("55"), p.project_a2: Decimal("45")}, reason="More.",
+        )  # fmt: skip
+        return p.pi
     if kind in (NotificationKind.WORKLOAD_FINISHED, NotificationKind.WORKLOAD_FAILED):
         work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1)
         reason = "succeeded" if kind == NotificationKind.WORKLOAD_FINISHED else "failed"

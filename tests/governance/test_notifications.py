@@ -324,3 +324,36 @@ def test_the_api_reads_and_changes_email_choices(p):
     )
     assert bad.status_code == 400 and "workload_failed" in bad.json()["errors"]
     assert client.get("/api/notifications/preferences/").json()["workload_failed"] == "immediate"
+
+
+# --- shares ------------------------------------------------------------------------------------
+
+
+def test_a_change_of_share_tells_the_projects_it_affects(p):
+    from governance.services.allocations import allocation_split
+
+    allocation_split(
+        actor=p.program_manager, parent=p.program_a, cluster=p.cluster,
+        percents={p.project_a1: Decimal("55"), p.project_a2: Decimal("45")},
+        reason="Detection's paper deadline.",
+    )  # fmt: skip
+    (note,) = notices(p.pi, kind=NotificationKind.SHARE_CHANGED)
+    assert note.title.startswith("Detection's share on h100 changes from 50 % to 55 % from ")
+    assert note.body == "Detection's paper deadline."
+    assert notices(p.program_manager) == []  # who made it is not told
+    assert notices(p.researcher) == []
+
+
+def test_a_change_of_a_programs_share_tells_its_managers_and_pis(p):
+    from governance.services.allocations import allocation_split
+
+    allocation_split(
+        actor=p.org_admin, parent=p.organization, cluster=p.cluster,
+        percents={p.program_a: Decimal("65"), p.program_b: Decimal("35")},
+        reason="Vision grows.",
+    )  # fmt: skip
+    told = {n.recipient.username for n in Notification.objects.filter(kind="share_changed")}
+    assert {"program_manager", "pi"} <= told
+    assert "org_admin" not in told and "researcher" not in told and "finance" not in told
+    note = notices(p.program_manager, kind=NotificationKind.SHARE_CHANGED)[0]
+    assert note.title.startswith("Vision's share on h100 changes from 60 % to 65 % from ")
