@@ -350,6 +350,7 @@ def _apply_locked(
         valid_to=approval_request.effective_to,
         reason=f"{approval_request.reason} (request #{approval_request.pk})",
         now=now,
+        requester=approval_request.requested_by,
     )
     _decide(
         approval_request,

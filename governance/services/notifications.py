@@ -435,11 +435,21 @@ def _digest_message(user, rows: list[Notification], kinds: list[str]) -> EmailMe
 
 
 def share_change_notify(
-    *, actor, cluster, before: dict, after: dict, valid_from, valid_to, reason: str, now
+    *,
+    actor,
+    cluster,
+    before: dict,
+    after: dict,
+    valid_from,
+    valid_to,
+    reason: str,
+    now,
+    requester=None,
 ) -> None:
     """Tell the people whose project a change of shares affects: a project's PIs when its
     share changes; a program's managers and its projects' PIs when the program's does (their
-    effective share moves with it). Not the person who made the change."""
+    effective share moves with it). Not the person who made the change, nor the one who asked
+    for it (``requester``: they are told their request was applied)."""
     from governance.models import Program, Project
 
     when = timezone.localtime(valid_from).strftime("%Y-%m-%d %H:%M")
@@ -458,8 +468,9 @@ def share_change_notify(
             continue
         ids = RoleAssignment.objects.filter(scope).values_list("user_id", flat=True)
         users = get_user_model().objects.filter(pk__in=ids, is_active=True).order_by("pk")
-        if actor is not None:
-            users = users.exclude(pk=actor.pk)
+        for skipped in (actor, requester):
+            if skipped is not None:
+                users = users.exclude(pk=skipped.pk)
         was = "no share" if old is None else f"{_percent(old)} %"
         notify(
             recipients=users,

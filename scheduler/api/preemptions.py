@@ -58,7 +58,14 @@ class WorkloadPreemptView(VisibilityMixin, GenericAPIView):
         )
         fresh = (
             self.get_queryset()
-            .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-attempt")))
+            .prefetch_related(
+                Prefetch(
+                    "runs",
+                    queryset=Run.objects.order_by("-attempt").select_related(
+                        "preempted_by__project__program"
+                    ),
+                )
+            )
             .get(pk=workload.pk)
         )
-        return Response(WorkloadDetailSerializer(fresh).data)
+        return Response(WorkloadDetailSerializer(fresh, context={"request": request}).data)

@@ -66,7 +66,11 @@ class RunSerializer(serializers.ModelSerializer):
     def _shown(self, run: Run) -> tuple:
         cache = self.context.setdefault("_run_stop_shown", {})
         if run.pk not in cache:
-            cache[run.pk] = run_stop_shown(visibility_of(self.context["request"]), run)
+            request = self.context.get("request")
+            # Without a request (a caller that forgot it), the narrowest reader: the run's
+            # own project only.
+            vis = visibility_of(request) if request is not None else None
+            cache[run.pk] = run_stop_shown(vis, run)
         return cache[run.pk]
 
     def get_preempted_by(self, run: Run) -> int | None:

@@ -74,8 +74,10 @@ def test_a_decision_tells_the_requester_and_settles_the_other_deciders(p):
     assert told[0].body == "Fine."
     # Nobody else needs to act any more: the org admin's notice is read.
     assert all(n.read_at is not None for n in notices(p.org_admin))
-    # Approved with an effective date of now: applied at once, and the requester told so.
+    # Approved with an effective date of now: applied at once, and the requester told so
+    # (once: not again as "a change of share affects your project").
     assert any("was applied" in n.title for n in told)
+    assert notices(p.pi, kind=NotificationKind.SHARE_CHANGED) == []
 
 
 def test_a_rejection_says_why_and_a_withdrawal_settles_the_deciders(p):
