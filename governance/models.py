@@ -641,7 +641,7 @@ class Notification(models.Model):
 
 class NotificationPreference(models.Model):
     """Whether one person also wants one kind of notification by e-mail (the centre always
-    has every kind). No row: the kind's default (``services.notifications.EMAIL_DEFAULTS``)."""
+    has every kind). No row: the kind's default (``services.notification_mail.EMAIL_DEFAULTS``)."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_prefs"

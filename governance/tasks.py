@@ -48,13 +48,13 @@ def usage_days_refresh() -> int:
 
 @shared_task(acks_late=True, bind=True, max_retries=8)
 def notification_email_send(self, delivery_id: int) -> str:
-    """Send one notification's e-mail (``services.notifications.email_delivery_send``).
+    """Send one notification's e-mail (``services.notification_mail.email_delivery_send``).
 
     A mail server that refuses or cannot be reached puts the e-mail back in the queue; it is
     retried with backoff (1 min, doubling, at most 1 h), then marked failed. A worker that dies
     mid-send never sends it twice: see ``EmailDelivery``.
     """
-    from governance.services.notifications import email_delivery_send
+    from governance.services.notification_mail import email_delivery_send
 
     state = email_delivery_send(
         delivery_id=delivery_id, final=self.request.retries >= self.max_retries
@@ -68,7 +68,7 @@ def notification_email_send(self, delivery_id: int) -> str:
 def notification_emails_sweep() -> int:
     """Fail e-mails and webhook posts stuck mid-send and send queued ones whose task was lost;
     return how many were touched. Run by beat every 5 minutes."""
-    from governance.services.notifications import email_deliveries_sweep
+    from governance.services.notification_mail import email_deliveries_sweep
     from governance.services.webhooks import webhook_deliveries_sweep
 
     return email_deliveries_sweep() + webhook_deliveries_sweep()
@@ -78,7 +78,7 @@ def notification_emails_sweep() -> int:
 def notification_digests_send() -> int:
     """Send the daily digests that are due (at most one per person and day); return how
     many. Run by beat every hour."""
-    from governance.services.notifications import email_digests_send
+    from governance.services.notification_mail import email_digests_send
 
     return email_digests_send()
 

@@ -18,11 +18,8 @@ from governance.choices import EmailChoice, NotificationKind
 from governance.filters import StrictBooleanFilter
 from governance.models import Notification
 from governance.selectors.notifications import notifications_for
-from governance.services.notifications import (
-    notification_prefs,
-    notification_prefs_set,
-    notifications_mark_read,
-)
+from governance.services.notification_mail import notification_prefs, notification_prefs_set
+from governance.services.notifications import notifications_mark_read
 
 
 class NotificationSerializer(serializers.ModelSerializer):

@@ -18,12 +18,12 @@ from governance.choices import DeliveryState, EmailChoice, NotificationKind
 from governance.models import EmailDelivery, Organization, OrganizationWebhook, WebhookDelivery
 from governance.parsing import whole_number
 from governance.selectors.notifications import notifications_for
-from governance.services.notifications import (
+from governance.services.notification_mail import (
     notification_prefs,
     notification_prefs_set,
-    notifications_mark_read,
     unsubscribe_read,
 )
+from governance.services.notifications import notifications_mark_read
 from governance.services.webhooks import webhook_set
 from governance.views.common import visibility_of
 

@@ -86,7 +86,7 @@ def _shoot_the_email(page, out_dir) -> None:  # noqa: F811
     from django.core import mail
 
     from governance.models import EmailDelivery
-    from governance.services.notifications import email_delivery_send
+    from governance.services.notification_mail import email_delivery_send
 
     mail.outbox.clear()
     for delivery in EmailDelivery.objects.filter(address="pi@example.org").order_by("pk")[:1]:

@@ -32,7 +32,7 @@ from rest_framework.test import APIClient
 from governance.choices import NotificationKind
 from governance.models import Allocation, Notification
 from governance.services.approvals import approval_request_create
-from governance.services.notifications import unsubscribe_token
+from governance.services.notification_mail import unsubscribe_token
 from scheduler.services.executor_reports import node_agent_create, node_register
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory, UserFactory, pi_of
