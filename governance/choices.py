@@ -67,6 +67,7 @@ class NotificationKind(models.TextChoices):
     APPROVAL_AWAITING = "approval_awaiting", "A request awaits your decision"
     APPROVAL_DECIDED = "approval_decided", "Your request was decided or applied"
     SHARE_CHANGED = "share_changed", "A change of share affects your project"
+    WORKLOAD_STARTED = "workload_started", "Your workload started"
     WORKLOAD_PREEMPTED = "workload_preempted", "Your workload was preempted or evicted"
     WORKLOAD_FINISHED = "workload_finished", "Your workload finished"
     WORKLOAD_FAILED = "workload_failed", "Your workload failed"

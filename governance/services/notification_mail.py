@@ -31,6 +31,7 @@ EMAIL_DEFAULTS = {
     NotificationKind.SHARE_CHANGED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_FAILED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.DAILY,
+    NotificationKind.WORKLOAD_STARTED: EmailChoice.OFF,
     NotificationKind.WORKLOAD_FINISHED: EmailChoice.OFF,
     NotificationKind.NODE_ATTENTION: EmailChoice.IMMEDIATE,
     # The monthly e-mail itself carries the report: the notice stays in the app.

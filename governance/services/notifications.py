@@ -52,6 +52,7 @@ class Notice:
     collapse_key: str = ""
     burst_title: str = ""
     burst_link: str = ""
+    count: int = 1  # events this notice stands for (a cycle's starts of one project)
 
 
 def notify(*, recipients: Iterable, notice: Notice, now: datetime | None = None) -> int:
@@ -82,6 +83,7 @@ def notify(*, recipients: Iterable, notice: Notice, now: datetime | None = None)
             link=notice.link[:300],
             event_key=notice.event_key[:200],
             collapse_key=notice.collapse_key[:200],
+            count=notice.count,
             created_at=now,
             updated_at=now,
         )
@@ -107,7 +109,7 @@ def _fold(user, notice: Notice, now: datetime) -> bool:
     )
     if burst is None:
         return False
-    burst.count += 1
+    burst.count += notice.count
     burst.title = notice.burst_title.format(count=burst.count)[:300]
     burst.body = f"Latest: {notice.title}" + (f" — {notice.body}" if notice.body else "")
     burst.link = (notice.burst_link or notice.link)[:300]

@@ -43,6 +43,7 @@ from scheduler.selectors.budget import cluster_budget
 from scheduler.selectors.usage import usage_window_by_project
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
 from scheduler.services.node_notices import node_changed_notify
+from scheduler.services.run_notices import runs_started_notify
 from scheduler.services.runs import order_key, stop_order
 
 logger = logging.getLogger(__name__)
@@ -343,6 +344,8 @@ def _apply(
         first_started_at=Coalesce("first_started_at", Value(now)),
     )
     started_workloads.update(startable)
+    if startable:
+        runs_started_notify(workload_ids=startable, now=now)
 
     # --- preemptions and drain evictions ---------------------------------------------
     victims = {int(p.workload_id): p for p in result.preemptions}

@@ -1,4 +1,4 @@
-"""What a workload's submitter is told when one of its runs ends (the notification centre).
+"""What a workload's submitter is told when its runs start and end (the notification centre).
 
 Called by ``runs.run_end`` inside its transaction, so each ended run is told once. The
 submitter is told only while they still see the workload's project; the workload that
@@ -102,3 +102,48 @@ def _requeued_words(run: Run, reason: str, name: str, vis) -> tuple[str, str]:
     else:
         by = f"another project's {kind}"
     return f"{name} was preempted by {by}; it is queued again", body
+
+
+def runs_started_notify(*, workload_ids, now) -> None:
+    """Tell submitters that their workloads started, one notice per submitter and project
+    for a cycle's starts (a sweep starting fifty at once is one line), folded with the
+    starts of the hour before it."""
+    groups: dict[tuple[int, int], list[Workload]] = {}
+    started = (
+        Workload.objects.filter(id__in=list(workload_ids), submitted_by__isnull=False)
+        .select_related("project__program", "cluster", "submitted_by")
+        .order_by("id")
+    )
+    for workload in started:
+        groups.setdefault((workload.submitted_by_id, workload.project_id), []).append(workload)
+    for workloads in groups.values():
+        first = workloads[0]
+        user, project = first.submitted_by, first.project
+        if not user.is_active or not user_visibility(user=user).sees_project(project):
+            continue
+        queue = (
+            reverse("scheduler:workloads")
+            + "?"
+            + urlencode({"state": "running", "project": project.pk, "mine": 1})
+        )
+        if len(workloads) == 1:
+            title = f"“{first.name}” started in {project.name}"
+            link = reverse("scheduler:workload-detail", args=[first.pk])
+        else:
+            title = f"{len(workloads)} of your workloads in {project.name} started"
+            link = queue
+        notify(
+            recipients=[user],
+            notice=Notice(
+                kind=NotificationKind.WORKLOAD_STARTED,
+                title=title,
+                link=link,
+                organization_id=first.cluster.organization_id,
+                event_key=f"started:{first.pk}:{now.isoformat()}",
+                collapse_key=f"project:{project.pk}:started",
+                burst_title=f"{{count}} of your workloads in {project.name} started",
+                burst_link=queue,
+                count=len(workloads),
+            ),
+            now=now,
+        )

@@ -251,6 +251,16 @@ def _event_of(kind: str, p):
         reason = "succeeded" if kind == NotificationKind.WORKLOAD_FINISHED else "failed"
         run_end(run=make_run(work, node), reason=reason, exit_code=0)
         return p.researcher
+    if kind == NotificationKind.WORKLOAD_STARTED:
+        from scheduler.services.cycle import scheduling_cycle_run
+        from scheduler.services.workloads import workload_submit
+
+        workload_submit(
+            project=p.project_a1, cluster=p.cluster, name="w", gpus=1, min_runtime_seconds=600,
+            launch_spec={"command": ["train"]}, submitted_by=p.researcher,
+        )  # fmt: skip
+        scheduling_cycle_run(cluster_id=p.cluster.pk)
+        return p.researcher
     if kind == NotificationKind.WORKLOAD_PREEMPTED:
         by = make_workload(p.project_a1, p.cluster, None, name="by", gpus=1)
         work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1,

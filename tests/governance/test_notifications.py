@@ -359,3 +359,24 @@ def test_a_change_of_a_programs_share_tells_its_managers_and_pis(p):
     assert "org_admin" not in told and "researcher" not in told and "finance" not in told
     note = notices(p.program_manager, kind=NotificationKind.SHARE_CHANGED)[0]
     assert note.title.startswith("Vision's share on h100 changes from 60 % to 65 % from ")
+
+
+def test_starts_of_one_cycle_are_one_notice_per_submitter_and_project(p):
+    from scheduler.services.cycle import scheduling_cycle_run
+    from scheduler.services.workloads import workload_submit
+
+    for i in range(3):
+        workload_submit(
+            project=p.project_a1, cluster=p.cluster, name=f"sweep-{i}", gpus=1,
+            min_runtime_seconds=600, launch_spec={"command": ["train"]},
+            submitted_by=p.researcher,
+        )  # fmt: skip
+    workload_submit(
+        project=p.project_a1, cluster=p.cluster, name="solo", gpus=1, min_runtime_seconds=600,
+        launch_spec={"command": ["train"]}, submitted_by=p.pi,
+    )  # fmt: skip
+    scheduling_cycle_run(cluster_id=p.cluster.pk)
+    (mine,) = notices(p.researcher, kind=NotificationKind.WORKLOAD_STARTED)
+    assert (mine.title, mine.count) == ("3 of your workloads in Detection started", 3)
+    (theirs,) = notices(p.pi, kind=NotificationKind.WORKLOAD_STARTED)
+    assert theirs.title == "“solo” started in Detection"
