@@ -162,9 +162,11 @@ def test_the_settings_page_saves_a_choice_per_kind(p):
 # --- daily digests -----------------------------------------------------------------------------
 
 
-def at_local(day_offset: int, hour: int):
-    today = timezone.localtime(timezone.now()).replace(minute=0, second=0, microsecond=0)
-    return (today + timedelta(days=day_offset)).replace(hour=hour)
+def tomorrow_at(hour: int, minute: int = 0):
+    """A fixed local time tomorrow: the events and digests of a test happen at set hours,
+    whatever the hour the test runs at."""
+    tomorrow = timezone.localtime() + timedelta(days=1)
+    return tomorrow.replace(hour=hour, minute=minute, second=0, microsecond=0)
 
 
 def test_a_daily_digest_gathers_the_days_notices_once(p, smtp):
@@ -172,18 +174,19 @@ def test_a_daily_digest_gathers_the_days_notices_once(p, smtp):
     notification_prefs_set(
         user=p.researcher, choices={NotificationKind.WORKLOAD_FINISHED: EmailChoice.DAILY}
     )  # preemptions are in the digest by default
+    events = tomorrow_at(5)
     preemptor = make_workload(p.project_a1, p.cluster, None, name="urgent", gpus=1)
     for i in range(3):  # one folded notice
         victim = make_workload(
             p.project_a1, p.cluster, p.researcher, name=f"s{i}", gpus=1, min_runtime_seconds=600
         )
-        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED, now=events)
     done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0, now=events)
     assert not EmailDelivery.objects.exists()  # nothing at once
 
-    assert email_digests_send(now=at_local(1, 6)) == 0  # before the digest hour
-    assert email_digests_send(now=at_local(1, 7)) == 1
+    assert email_digests_send(now=tomorrow_at(6)) == 0  # before the digest hour
+    assert email_digests_send(now=tomorrow_at(7)) == 1
     (mail,) = smtp.recorder.messages
     assert mail["To"] == "researcher@example.org"
     assert mail["Subject"].strip() == "Your daily digest: 2 notifications"
@@ -192,8 +195,8 @@ def test_a_daily_digest_gathers_the_days_notices_once(p, smtp):
     assert "“done” finished in Detection" in body
     assert body.count("/notifications/unsubscribe/") == 2  # one stop link per kind
     # Later the same day, and the next day with nothing new: no second digest.
-    assert email_digests_send(now=at_local(1, 9)) == 0
-    assert email_digests_send(now=at_local(2, 7)) == 0
+    assert email_digests_send(now=tomorrow_at(9)) == 0
+    assert email_digests_send(now=tomorrow_at(7) + timedelta(days=1)) == 0
     assert len(smtp.recorder.messages) == 1
     assert EmailDigest.objects.get().state == DeliveryState.SENT
 
@@ -204,15 +207,19 @@ def test_a_digest_the_server_missed_goes_at_the_next_run_of_the_day(p, settings)
     victim = make_workload(
         p.project_a1, p.cluster, p.researcher, name="s", gpus=1, min_runtime_seconds=600
     )
-    run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+    run_end(
+        run=make_run(victim, node, by=preemptor),
+        reason=RunEndReason.PREEMPTED,
+        now=tomorrow_at(5),
+    )
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 2
-    assert email_digests_send(now=at_local(1, 7)) == 0
+    assert email_digests_send(now=tomorrow_at(7)) == 0
     assert EmailDigest.objects.get().state == DeliveryState.QUEUED
     server = SMTPServer().start()
     try:
         settings.EMAIL_PORT = server.port
-        assert email_digests_send(now=at_local(1, 8)) == 1
+        assert email_digests_send(now=tomorrow_at(8)) == 1
         assert len(server.recorder.messages) == 1
     finally:
         server.stop()
