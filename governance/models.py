@@ -662,7 +662,23 @@ class NotificationPreference(models.Model):
         return f"{self.user} · {self.kind}: {self.email}"
 
 
-class EmailDelivery(models.Model):
+class DeliveryAttempts(models.Model):
+    """How far one outgoing message (an e-mail, a digest, a webhook post) has got: claimed
+    before it is sent, so it goes out at most once (``governance.services.deliveries``)."""
+
+    state = models.CharField(
+        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class EmailDelivery(DeliveryAttempts):
     """The e-mail of one notification to its recipient: at most one per notification (a folded
     burst is one e-mail), and at most one send attempt in flight.
 
@@ -676,14 +692,7 @@ class EmailDelivery(models.Model):
         Notification, on_delete=models.CASCADE, related_name="email_delivery"
     )
     address = models.EmailField()
-    state = models.CharField(
-        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
-    )
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -697,7 +706,7 @@ class EmailDelivery(models.Model):
         return f"{self.address} · {self.state}"
 
 
-class EmailDigest(models.Model):
+class EmailDigest(DeliveryAttempts):
     """One person's daily digest e-mail: the notices of the kinds they chose as "daily digest"
     since their previous digest. One row per person and day, claimed before it is sent like
     ``EmailDelivery``, so a day's digest goes out at most once."""
@@ -710,13 +719,6 @@ class EmailDigest(models.Model):
     since = models.DateTimeField(help_text="Notices updated after this are in the digest.")
     until = models.DateTimeField()
     notices = models.PositiveIntegerField(default=0)
-    state = models.CharField(
-        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
-    )
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -749,7 +751,7 @@ class OrganizationWebhook(models.Model):
         return f"{self.organization}: {self.url}"
 
 
-class WebhookDelivery(models.Model):
+class WebhookDelivery(DeliveryAttempts):
     """One event posted (or to be posted) to an organization's webhook: at most once per event,
     claimed before the request like ``EmailDelivery``; ``count`` events of one burst fold into
     the first delivery instead of being posted one by one."""
@@ -762,14 +764,7 @@ class WebhookDelivery(models.Model):
     kind = models.CharField(max_length=30, choices=NotificationKind.choices)
     payload = models.JSONField(encoder=DjangoJSONEncoder)
     count = models.PositiveIntegerField(default=1)
-    state = models.CharField(
-        max_length=20, choices=DeliveryState.choices, default=DeliveryState.QUEUED
-    )
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

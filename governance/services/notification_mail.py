@@ -5,7 +5,6 @@ stops a kind (also the one-click ``List-Unsubscribe`` header). See ``docs/notifi
 
 from __future__ import annotations
 
-import logging
 import smtplib
 from datetime import timedelta
 
@@ -14,14 +13,18 @@ from django.contrib.auth import get_user_model
 from django.core import signing
 from django.core.mail import EmailMessage
 from django.db import transaction
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from governance.choices import DeliveryState, EmailChoice, NotificationKind
 from governance.models import EmailDelivery, EmailDigest, Notification, NotificationPreference
-
-logger = logging.getLogger(__name__)
+from governance.services.deliveries import (
+    deliveries_sweep,
+    delivery_claim,
+    delivery_enqueue,
+    delivery_not_sent,
+    delivery_sent,
+)
 
 # What each kind does by e-mail until the person chooses: what asks for action or says that
 # something went wrong comes at once; routine news stays in the app.
@@ -39,11 +42,6 @@ EMAIL_DEFAULTS = {
     NotificationKind.TEAM_UNDER_DELIVERED: EmailChoice.IMMEDIATE,
     NotificationKind.MONTH_USAGE: EmailChoice.IMMEDIATE,
 }
-# A claimed e-mail whose worker has not marked it sent after this long is given up (never
-# resent: the server may have taken it before the worker died).
-SENDING_GIVES_UP_AFTER = timedelta(minutes=10)
-# A queued e-mail older than this has lost its task (the broker was away): the sweep sends it.
-QUEUED_RESENT_AFTER = timedelta(minutes=5)
 UNSUBSCRIBE_SALT = "governance.notifications.unsubscribe"
 # Daily digests go out at the first beat at or after this hour, in the site's time zone.
 DIGEST_HOUR = 7
@@ -101,6 +99,7 @@ def unsubscribe_url(*, user, kind: str) -> str:
 
 
 def email_queue(row: Notification, address: str, now) -> None:
+    """Queue the e-mail of a new notice; its task runs once the change commits."""
     delivery = EmailDelivery.objects.create(notification=row, address=address, created_at=now)
     transaction.on_commit(lambda: _email_enqueue(delivery.pk), robust=True)
 
@@ -108,48 +107,26 @@ def email_queue(row: Notification, address: str, now) -> None:
 def _email_enqueue(delivery_id: int) -> None:
     from governance.tasks import notification_email_send
 
-    try:
-        notification_email_send.delay(delivery_id)
-    except Exception:  # the broker is away: the sweep sends it later
-        logger.warning("Could not queue notification e-mail %s; the sweep will", delivery_id)
+    delivery_enqueue(notification_email_send, delivery_id, "notification e-mail")
 
 
 def email_delivery_send(*, delivery_id: int, final: bool = False, now=None) -> str:
-    """Send one notification e-mail at most once; returns ``sent``, ``retry``, ``failed`` or
-    ``skipped`` (not queued any more: sent, given up, or taken by another worker).
-
-    Claims the row (``sending``, committed) before talking to the mail server, so a worker
-    that dies mid-send leaves it claimed and nobody sends it again. A server that refuses or
-    cannot be reached releases it for a retry (``final``: mark it failed instead).
-    """
+    """Send one notification e-mail at most once (``services.deliveries``); returns ``sent``,
+    ``retry``, ``failed`` or ``skipped`` (not queued any more). A server that refuses the
+    connection or is away releases it for a retry (``final``: failed instead); a refused
+    address fails at once."""
     now = now or timezone.now()
-    with transaction.atomic():
-        delivery = (
-            EmailDelivery.objects.select_for_update(skip_locked=True)
-            .select_related("notification__recipient")
-            .filter(pk=delivery_id, state=DeliveryState.QUEUED)
-            .first()
-        )
-        if delivery is None:
-            return "skipped"
-        delivery.state = DeliveryState.SENDING
-        delivery.attempts += 1
-        delivery.claimed_at = now
-        delivery.save(update_fields=["state", "attempts", "claimed_at"])
-    row = delivery.notification
+    queryset = EmailDelivery.objects.select_related("notification__recipient")
+    delivery = delivery_claim(queryset, delivery_id, now)
+    if delivery is None:
+        return "skipped"
     try:
-        _email_message(row, delivery.address).send(fail_silently=False)
+        _email_message(delivery.notification, delivery.address).send(fail_silently=False)
     except (smtplib.SMTPException, OSError) as exc:
         refused = isinstance(exc, smtplib.SMTPRecipientsRefused)
-        state = DeliveryState.FAILED if final or refused else DeliveryState.QUEUED
-        EmailDelivery.objects.filter(pk=delivery.pk).update(
-            state=state, last_error=f"{type(exc).__name__}: {exc}"[:2000]
-        )
-        return "failed" if state == DeliveryState.FAILED else "retry"
-    EmailDelivery.objects.filter(pk=delivery.pk).update(
-        state=DeliveryState.SENT, sent_at=timezone.now()
-    )
-    return "sent"
+        error = f"{type(exc).__name__}: {exc}"
+        return delivery_not_sent(delivery, error, retry=not (final or refused))
+    return delivery_sent(delivery)
 
 
 def _email_message(row: Notification, address: str) -> EmailMessage:
@@ -179,28 +156,17 @@ def _email_message(row: Notification, address: str) -> EmailMessage:
 
 
 def email_deliveries_sweep(*, now=None) -> int:
-    """Give up e-mails claimed too long ago (their worker died: never resent) and send queued
-    ones whose task was lost. Returns how many rows were touched."""
-    now = now or timezone.now()
-    given_up = EmailDelivery.objects.filter(
-        state=DeliveryState.SENDING, claimed_at__lt=now - SENDING_GIVES_UP_AFTER
-    ).update(
-        state=DeliveryState.FAILED,
-        last_error="The worker stopped while sending; not sent again, to never send it twice.",
+    """Give up e-mails claimed too long ago (never resent) and send queued ones whose task was
+    lost. Returns how many rows were touched."""
+    from governance.tasks import notification_email_send
+
+    return deliveries_sweep(
+        EmailDelivery,
+        notification_email_send,
+        gave_up="The worker stopped while sending; not sent again, to never send it twice.",
+        what="notification e-mail",
+        now=now,
     )
-    # Never sent and queued a while ago, or released for a retry whose task should long have
-    # run (the longest backoff is an hour): their task was lost.
-    lost = list(
-        EmailDelivery.objects.filter(state=DeliveryState.QUEUED)
-        .filter(
-            Q(attempts=0, created_at__lt=now - QUEUED_RESENT_AFTER)
-            | Q(claimed_at__lt=now - timedelta(hours=1) - QUEUED_RESENT_AFTER)
-        )
-        .values_list("pk", flat=True)[:1000]
-    )
-    for delivery_id in lost:
-        _email_enqueue(delivery_id)
-    return given_up + len(lost)
 
 
 def email_digests_send(*, now=None) -> int:
@@ -265,14 +231,9 @@ def _digest_one(user, kinds: list[str], day, now) -> bool:
         _digest_message(user, rows, kinds).send(fail_silently=False)
     except (smtplib.SMTPException, OSError) as exc:
         refused = isinstance(exc, smtplib.SMTPRecipientsRefused)
-        EmailDigest.objects.filter(pk=digest.pk).update(
-            state=DeliveryState.FAILED if refused else DeliveryState.QUEUED,
-            last_error=f"{type(exc).__name__}: {exc}"[:2000],
-        )
+        delivery_not_sent(digest, f"{type(exc).__name__}: {exc}", retry=not refused)
         return False
-    EmailDigest.objects.filter(pk=digest.pk).update(
-        state=DeliveryState.SENT, sent_at=timezone.now()
-    )
+    delivery_sent(digest)
     return True
 
 

@@ -16,7 +16,6 @@ incoming webhooks show.
 from __future__ import annotations
 
 import json
-import logging
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -27,8 +26,13 @@ from django.utils import timezone
 
 from governance.choices import DeliveryState, NotificationKind
 from governance.models import OrganizationWebhook, WebhookDelivery
-
-logger = logging.getLogger(__name__)
+from governance.services.deliveries import (
+    deliveries_sweep,
+    delivery_claim,
+    delivery_enqueue,
+    delivery_not_sent,
+    delivery_sent,
+)
 
 # The kinds that concern an organization as a whole (workload events are one person's).
 ORG_KINDS = frozenset(
@@ -109,28 +113,16 @@ def _payload(notice, now, count: int) -> dict:
 def _enqueue(delivery_id: int) -> None:
     from governance.tasks import webhook_post
 
-    try:
-        webhook_post.delay(delivery_id)
-    except Exception:  # the broker is away: the sweep posts it later
-        logger.warning("Could not queue webhook delivery %s; the sweep will", delivery_id)
+    delivery_enqueue(webhook_post, delivery_id, "webhook delivery")
 
 
 def webhook_delivery_post(*, delivery_id: int, final: bool = False, now=None) -> str:
-    """Post one delivery at most once; ``sent``, ``retry``, ``failed`` or ``skipped``."""
+    """Post one delivery at most once (``services.deliveries``); ``sent``, ``retry``,
+    ``failed`` or ``skipped``."""
     now = now or timezone.now()
-    with transaction.atomic():
-        delivery = (
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
-            .select_related("webhook")
-            .filter(pk=delivery_id, state=DeliveryState.QUEUED)
-            .first()
-        )
-        if delivery is None:
-            return "skipped"
-        delivery.state = DeliveryState.SENDING
-        delivery.attempts += 1
-        delivery.claimed_at = now
-        delivery.save(update_fields=["state", "attempts", "claimed_at"])
+    delivery = delivery_claim(WebhookDelivery.objects.select_related("webhook"), delivery_id, now)
+    if delivery is None:
+        return "skipped"
     request = urllib.request.Request(
         delivery.webhook.url,
         data=json.dumps(delivery.payload).encode(),
@@ -143,20 +135,11 @@ def webhook_delivery_post(*, delivery_id: int, final: bool = False, now=None) ->
     except urllib.error.HTTPError as exc:
         # 4xx other than 429: the receiver refuses this body; asking again will not help.
         retry = exc.code >= 500 or exc.code == 429
-        return _failed(delivery, f"HTTP {exc.code} {exc.reason}", retry and not final)
+        error = f"HTTP {exc.code} {exc.reason}"
+        return delivery_not_sent(delivery, error, retry=retry and not final)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        return _failed(delivery, f"{type(exc).__name__}: {exc}", not final)
-    WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        state=DeliveryState.SENT, sent_at=timezone.now()
-    )
-    return "sent"
-
-
-def _failed(delivery: WebhookDelivery, error: str, retry: bool) -> str:
-    WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        state=DeliveryState.QUEUED if retry else DeliveryState.FAILED, last_error=error[:2000]
-    )
-    return "retry" if retry else "failed"
+        return delivery_not_sent(delivery, f"{type(exc).__name__}: {exc}", retry=not final)
+    return delivery_sent(delivery)
 
 
 def webhook_set(*, organization, url: str, enabled: bool, actor, now=None) -> OrganizationWebhook:
@@ -174,25 +157,14 @@ def webhook_set(*, organization, url: str, enabled: bool, actor, now=None) -> Or
 
 
 def webhook_deliveries_sweep(*, now=None) -> int:
-    """Give up deliveries claimed too long ago (never posted twice) and post queued ones whose
-    task was lost. Returns how many rows were touched."""
-    from django.db.models import Q
+    """Give up posts claimed too long ago (never posted twice) and post queued ones whose task
+    was lost. Returns how many rows were touched."""
+    from governance.tasks import webhook_post
 
-    now = now or timezone.now()
-    given_up = WebhookDelivery.objects.filter(
-        state=DeliveryState.SENDING, claimed_at__lt=now - timedelta(minutes=10)
-    ).update(
-        state=DeliveryState.FAILED,
-        last_error="The worker stopped while posting; not posted again, to never post it twice.",
+    return deliveries_sweep(
+        WebhookDelivery,
+        webhook_post,
+        gave_up="The worker stopped while posting; not posted again, to never post it twice.",
+        what="webhook delivery",
+        now=now,
     )
-    lost = list(
-        WebhookDelivery.objects.filter(state=DeliveryState.QUEUED)
-        .filter(
-            Q(attempts=0, created_at__lt=now - timedelta(minutes=5))
-            | Q(claimed_at__lt=now - timedelta(hours=1, minutes=5))
-        )
-        .values_list("pk", flat=True)[:1000]
-    )
-    for delivery_id in lost:
-        _enqueue(delivery_id)
-    return given_up + len(lost)

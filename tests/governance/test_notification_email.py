@@ -16,8 +16,8 @@ from django.utils import timezone
 from governance.choices import DeliveryState, EmailChoice, NotificationKind
 from governance.models import EmailDelivery, EmailDigest, Notification, NotificationPreference
 from governance.services.approvals import approval_request_create
+from governance.services.deliveries import SENDING_GIVES_UP_AFTER
 from governance.services.notification_mail import (
-    SENDING_GIVES_UP_AFTER,
     email_deliveries_sweep,
     email_delivery_send,
     email_digests_send,

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from governance.choices import DeliveryState
 from governance.models import EmailDelivery
-from governance.services.notification_mail import SENDING_GIVES_UP_AFTER, email_deliveries_sweep
+from governance.services.deliveries import SENDING_GIVES_UP_AFTER
+from governance.services.notification_mail import email_deliveries_sweep
 from governance.tasks import notification_email_send
 from scheduler.choices import RunEndReason
 from scheduler.models import Node
