@@ -32,6 +32,7 @@ from governance.selectors.usage import first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
+from scheduler.selectors.offer_order import offer_order
 from scheduler.selectors.usage import usage_window_by_project
 
 DAY = timedelta(days=1)
@@ -51,7 +52,10 @@ class FairShareRow:
     ``None`` for unbudgeted nodes and when nothing was used under the parent;
     ``sibling_rank`` is 1 for the sibling that goes first, out of ``siblings`` budgeted
     siblings. ``order_position`` (projects only) is the 1-based place of the project in the
-    engine's project order. ``history`` and ``rank_history`` hold the metric and sibling rank
+    order the next cycle offers free GPUs (``scheduler.selectors.offer_order``: projects
+    below their entitlement first, then the Fair Tree order); ``running_gpus`` and
+    ``entitled_gpus`` are its charged GPUs running now and its entitlement in whole GPUs
+    (``None`` without a share), ``below_entitlement`` whether it is served first now. ``history`` and ``rank_history`` hold the metric and sibling rank
     at each instant of ``FairShareView.instants`` (``None`` where the node was unbudgeted).
     """
 
@@ -69,6 +73,9 @@ class FairShareRow:
     sibling_rank: int | None = None
     siblings: int = 0
     order_position: int | None = None
+    running_gpus: int | None = None
+    entitled_gpus: int | None = None
+    below_entitlement: bool = False
     history: list[float | None] = field(default_factory=list)
     rank_history: list[int | None] = field(default_factory=list)
 
@@ -245,7 +252,6 @@ class _Ranked:
     siblings: dict[tuple[str, int], int]
     usage: dict[tuple[str, int], float]
     usage_share: dict[tuple[str, int], float | None]
-    order: dict[int, int]  # project id → 1-based position in the engine's project order
     budgeted_projects: int
 
 
@@ -292,11 +298,6 @@ def _rank(
         pid = project_by_key.get(project)
         if pid is not None:
             node_usage.setdefault(("project", pid), amount)
-    order = {
-        project_by_key[p]: position + 1
-        for position, p in enumerate(ranking.order)
-        if p in project_by_key
-    }
     return _Ranked(
         ranking=ranking,
         metric=metric,
@@ -304,7 +305,6 @@ def _rank(
         siblings=siblings,
         usage=node_usage,
         usage_share=usage_share,
-        order=order,
         budgeted_projects=len(tree.path),
     )
 
@@ -344,6 +344,14 @@ def fairshare_ranking(
         for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True)
     ]
     current = ranked[-1]
+    offers = offer_order(
+        cluster=cluster,
+        budget=budgets[-1],
+        usage=current_usage,
+        project_ids=all_project_ids,
+        now=now,
+    )
+    offer_position = {pid: position for position, pid in enumerate(offers.order, start=1)}
 
     visible_programs = set(
         visibility.programs().filter(organization_id=organization_id).values_list("id", flat=True)
@@ -373,7 +381,10 @@ def fairshare_ranking(
             usage_share=current.usage_share.get(key) if key in whole else None,
             sibling_rank=current.sibling_rank.get(key),
             siblings=current.siblings.get(key, 0),
-            order_position=current.order.get(obj.id) if kind == "project" else None,
+            order_position=offer_position.get(obj.id) if kind == "project" else None,
+            running_gpus=offers.running.get(obj.id) if kind == "project" else None,
+            entitled_gpus=offers.entitled.get(obj.id) if kind == "project" else None,
+            below_entitlement=kind == "project" and obj.id in offers.below,
             history=[r.metric.get(key) for r in ranked],
             rank_history=[r.sibling_rank.get(key) for r in ranked],
         )

@@ -62,6 +62,7 @@ class BudgetTree:
         self._gpus: dict[int, tuple[dict[str, float], dict[str, int]]] = {}
         if root is not None:
             self._add(root, parent=-1, depth=0, effective=1.0, path=())
+        self._shares = [node.share for node in self.nodes]
 
     def _add(
         self, node: BudgetNode, parent: int, depth: int, effective: float, path: tuple[int, ...]
@@ -131,40 +132,41 @@ class BudgetTree:
         nodes = self.nodes
         n = len(nodes)
         node_usage = [0.0] * n
+        get = usage.get
         project_usage: dict[str, float] = {}
         for project, leaf in self.leaf_of.items():
-            u = float(usage.get(project, 0.0))
-            project_usage[project] = u
+            u = project_usage[project] = float(get(project, 0.0))
             node_usage[leaf] = u
         # Children always come after their parent in ``nodes``: sum bottom-up in reverse.
         for index in range(n - 1, 0, -1):
             node_usage[nodes[index].parent] += node_usage[index]
-        ratio = [0.0] * n
-        for index in range(n):
-            share = nodes[index].share
-            ratio[index] = node_usage[index] / share if share > 0 else float("inf")
+        inf = float("inf")
+        ratio = [u / s if s > 0 else inf for u, s in zip(node_usage, self._shares, strict=True)]
         sibling_rank = [0] * n
         order: list[str] = []
+        path = self.path
         if n:
+            by_ratio = ratio.__getitem__
             stack = [0]
             while stack:
-                index = stack.pop()
-                node = nodes[index]
-                if node.project is not None:
-                    if node.project in self.path:
-                        order.append(node.project)
+                node = nodes[stack.pop()]
+                project = node.project
+                if project is not None:
+                    if project in path:
+                        order.append(project)
                     continue
-                kids = sorted(node.children, key=lambda c: (ratio[c], nodes[c].name))
+                # Children are kept sorted by name, and the sort is stable: ties go by name.
+                kids = sorted(node.children, key=by_ratio)
                 for position, child in enumerate(kids):
                     sibling_rank[child] = position
-                stack.extend(reversed(kids))
-        unbudgeted = sorted(
-            {p for p in extra if p not in self.path},
-            key=lambda p: (float(usage.get(p, 0.0)), p),
-        )
-        for project in unbudgeted:
-            project_usage[project] = float(usage.get(project, 0.0))
-        order.extend(unbudgeted)
+                kids.reverse()
+                stack.extend(kids)
+        extra_projects = {p for p in extra if p not in path}
+        if extra_projects:
+            unbudgeted = sorted(extra_projects, key=lambda p: (float(get(p, 0.0)), p))
+            for project in unbudgeted:
+                project_usage[project] = float(get(project, 0.0))
+            order.extend(unbudgeted)
         total = sum(float(u) for u in usage.values()) if usage else 0.0
         return Ranking(
             order=order,

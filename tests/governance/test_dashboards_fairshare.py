@@ -245,3 +245,67 @@ def test_weeks_of_accounting_keep_daily_points(personas):
         visibility=user_visibility(user=personas.org_admin), cluster=personas.cluster, now=now
     )
     assert len(view.instants) == 15 and not view.hourly
+
+
+def _running(personas, project, gpus: int, *, free: bool = False, stopping: bool = False):
+    from scheduler.choices import RunLane, WorkloadState
+    from scheduler.models import Run, Workload
+
+    now = timezone.now()
+    workload = Workload.objects.create(
+        project=project, cluster=personas.cluster, name=f"w-{project.slug}-{gpus}", gpus=gpus,
+        min_runtime_seconds=0 if free else 3600, state=WorkloadState.RUNNING,
+        submitted_at=now - timedelta(hours=1),
+    )  # fmt: skip
+    Run.objects.create(
+        workload=workload, attempt=1, project=project, cluster=personas.cluster, gpus=gpus,
+        lane=RunLane.FREE if free else RunLane.CHARGED, placement={"n0": gpus},
+        started_at=now - timedelta(minutes=30), accounted_until=now,
+        stop_requested_at=now if stopping else None,
+    )  # fmt: skip
+
+
+def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage):
+    """100 healthy GPUs (a drained node's do not count): entitlements Detection 30,
+    Segmentation 18, Translation 28, Summaries 12 (effective shares 30/18/28/12 %).
+    Running charged now: Segmentation 18 (at its entitlement; its free-lane run does not
+    count), Detection 40 (above), Translation 10 (below), Summaries 0 (below; its stopping
+    run does not count). The next cycle offers free GPUs to Translation and Summaries first
+    (in ranking order), then to everyone in ranking order: Segmentation, Detection."""
+    from scheduler.choices import NodeState
+    from scheduler.models import Node
+
+    for i in range(4):
+        Node.objects.create(cluster=personas.cluster, name=f"n{i}", gpus=25)
+    Node.objects.create(cluster=personas.cluster, name="n9", gpus=25, state=NodeState.DRAINED)
+    _running(personas, personas.project_a2, 18)
+    _running(personas, personas.project_a2, 8, free=True)
+    _running(personas, personas.project_a1, 40)
+    _running(personas, personas.project_b1, 10)
+    _running(personas, personas.project_b2, 20, stopping=True)
+
+    view = fairshare_ranking(
+        visibility=user_visibility(user=personas.org_admin),
+        cluster=personas.cluster,
+        now=usage,
+        days=1,
+    )
+
+    rows = rows_by_name(view)
+    assert [r.name for r in view.project_order] == [
+        "Translation",
+        "Summaries",
+        "Segmentation",
+        "Detection",
+    ]
+    assert [r.order_position for r in view.project_order] == [1, 2, 3, 4]
+    assert {n: (rows[n].running_gpus, rows[n].entitled_gpus) for n in rows if n in (
+        "Detection", "Segmentation", "Translation", "Summaries")} == {
+        "Detection": (40, 30),
+        "Segmentation": (18, 18),
+        "Translation": (10, 28),
+        "Summaries": (0, 12),
+    }  # fmt: skip
+    assert [n for n in rows if rows[n].below_entitlement] == ["Translation", "Summaries"]
+    # The ranking itself is unchanged: Segmentation still ranks first inside Vision.
+    assert rows["Segmentation"].sibling_rank == 1
