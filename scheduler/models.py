@@ -199,6 +199,9 @@ class Run(models.Model):
     ``stop_requested_at`` is set when a stop was ordered (preemption, drain, cancel): the run
     stays open — and charged — until the agent acknowledges the stop or reports the exit.
     ``accounted_until`` is how far the usage ledger has been written for this run.
+    ``protected_until`` is when the engine stops protecting the run from preemption, as it
+    decided at the start (``scheduler.selectors.protection``); empty for runs it did not
+    start itself (generated history).
     """
 
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
@@ -211,6 +214,7 @@ class Run(models.Model):
     node_set = models.ManyToManyField(Node, through="RunNode", related_name="runs")
     started_at = models.DateTimeField()
     start_reason = models.TextField(blank=True)
+    protected_until = models.DateTimeField(null=True, blank=True)
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
     stop_explanation = models.TextField(blank=True)

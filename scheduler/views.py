@@ -11,8 +11,6 @@ their live part (``static/js/poll.js``), so a half-typed form survives.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -38,6 +36,7 @@ from scheduler.selectors.node_map import (
     node_filters_parse,
     node_with_work,
 )
+from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
@@ -209,21 +208,24 @@ def _queue_facts(workloads: list) -> None:
         workload_id__in=ids, end_reason__in=(RunEndReason.PREEMPTED, RunEndReason.DRAINED)
     ).values_list("workload_id", flat=True):
         preempted[workload_id] = preempted.get(workload_id, 0) + 1
-    open_runs = dict(
-        Run.objects.filter(
+    open_runs = {
+        workload_id: (started_at, recorded)
+        for workload_id, started_at, recorded in Run.objects.filter(
             workload_id__in=ids, ended_at__isnull=True, stop_requested_at__isnull=True
-        ).values_list("workload_id", "started_at")
-    )
+        ).values_list("workload_id", "started_at", "protected_until")
+    }
     for w in workloads:
         w.badge = WORKLOAD_BADGES.get(w.state, "badge-draft")
         w.preemptions = preempted.get(w.pk, 0)
         w.estimated_start = estimates.get(w.pk)
         w.has_estimate = w.pk in estimates
         w.estimate_range = estimate_range(now=now, estimate=w.estimated_start)
-        started = open_runs.get(w.pk)
+        run = open_runs.get(w.pk)
         w.protected_until = (
-            started + timedelta(seconds=w.min_runtime_seconds)
-            if started is not None and w.state == WorkloadState.RUNNING and w.min_runtime_seconds
+            protected_until(
+                started_at=run[0], min_runtime_seconds=w.min_runtime_seconds, recorded=run[1]
+            )
+            if run is not None and w.state == WorkloadState.RUNNING
             else None
         )
 

@@ -44,6 +44,7 @@ from governance.selectors.tree import ShareRow, pick_shares
 from governance.selectors.usage import usage_sources
 from scheduler.choices import NodeState, RunEndReason
 from scheduler.models import AccountingCursor, Node, RunNode, SchedulingCycle, UsageHour
+from scheduler.selectors.protection import drain_due_at
 
 ZERO = Decimal("0")
 HUNDRED = Decimal("100")
@@ -149,8 +150,9 @@ class NodeStateCount:
 class DrainInProgress:
     """A draining node: since when, who asked, why, and the work still on it.
 
-    ``protected_until`` is when the last run on it passes its minimum runtime — the latest
-    moment the drain evicts it (runs that end earlier leave earlier).
+    ``protected_until`` is when the last run on it passes its minimum runtime (capped as the
+    engine caps it: ``scheduler.selectors.protection.drain_due_at``) — the latest moment the
+    drain evicts it (runs that end earlier leave earlier).
     """
 
     node: Node
@@ -425,8 +427,15 @@ def _drains_in_progress(cluster: Cluster) -> list[DrainInProgress]:
     for node in draining:
         runs = on_nodes.get(node.id, [])
         ends = [
-            rn.run.started_at + timedelta(seconds=rn.run.workload.min_runtime_seconds)
+            due
             for rn in runs
+            if (
+                due := drain_due_at(
+                    started_at=rn.run.started_at,
+                    min_runtime_seconds=rn.run.workload.min_runtime_seconds,
+                )
+            )
+            is not None
         ]
         drains.append(
             DrainInProgress(

@@ -11,8 +11,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from governance.filters import visibility_of
-from scheduler.choices import ExitOutcome
+from scheduler.choices import ExitOutcome, RunLane
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
+from scheduler.selectors.protection import protected_until
 from scheduler.selectors.workloads import may_cancel, run_stop_shown
 from scheduler.services.workloads import MAX_BULK_WORKLOADS
 
@@ -42,6 +43,11 @@ class RunSerializer(serializers.ModelSerializer):
         help_text='Why the run was stopped; another project\'s name reads "another project" '
         "when the caller may not see it."
     )
+    protected_until = serializers.SerializerMethodField(
+        help_text="When the run may be preempted for other work: its minimum runtime as the "
+        "engine capped it, longer for a workload preempted before (the churn budget); null "
+        "for the free lane."
+    )
 
     class Meta:
         model = Run
@@ -53,6 +59,7 @@ class RunSerializer(serializers.ModelSerializer):
             "placement",
             "started_at",
             "start_reason",
+            "protected_until",
             "stop_requested_at",
             "stop_reason",
             "stop_explanation",
@@ -79,6 +86,17 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_stop_explanation(self, run: Run) -> str:
         return self._shown(run)[1]
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_protected_until(self, run: Run):
+        if run.lane == RunLane.FREE:
+            return None
+        until = protected_until(
+            started_at=run.started_at,
+            min_runtime_seconds=run.workload.min_runtime_seconds,
+            recorded=run.protected_until,
+        )
+        return None if until is None else serializers.DateTimeField().to_representation(until)
 
 
 ENV_MASK = "********"

@@ -258,15 +258,17 @@ def _store_runs(cluster, result, workloads, nodes, real, t_end) -> list[Run]:
     by_preemption = {(p.job, p.time): p.by for p in result.preemptions}
     stretches: dict[int, list[tuple]] = defaultdict(list)
     for run in result.runs:
-        stretches[run.job].append((run.start, run.end, run.preempted, run.rows))
+        stretches[run.job].append(
+            (run.start, run.end, run.preempted, run.rows, run.protected_until)
+        )
     for k, rec in enumerate(result.jobs):
         if rec.run_start is not None and not (rec.end is not None and rec.end <= t_end):
-            stretches[k].append((rec.run_start, None, False, rec.run_rows))
+            stretches[k].append((rec.run_start, None, False, rec.run_rows, rec.run_protected_until))
     runs, placements = [], []
     for k, items in stretches.items():
         rec = result.jobs[k]
         workload = workloads[rec.id]
-        for attempt, (start, end, preempted, rows) in enumerate(sorted(items), start=1):
+        for attempt, (start, end, preempted, rows, protected) in enumerate(sorted(items), start=1):
             per_node: dict[int, int] = defaultdict(int)
             for row in rows:
                 per_node[row // gpn] += 1
@@ -282,6 +284,7 @@ def _store_runs(cluster, result, workloads, nodes, real, t_end) -> list[Run]:
                 placement={nodes[i].name: n for i, n in sorted(per_node.items())},
                 started_at=real(start),
                 start_reason="started by the fair-share engine (replayed history)",
+                protected_until=real(protected) if rec.min_runtime > 0 else None,
                 ended_at=ended,
                 end_reason=""
                 if end is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
@@ -20,6 +20,7 @@ from django.utils.safestring import mark_safe
 from governance.models import Cluster, Project
 from scheduler.choices import NodeState
 from scheduler.models import Node, RunNode
+from scheduler.selectors.protection import drain_due_at, protected_until
 
 # Colours of the map (static/css/nodes.css has p0 … p11); projects beyond them repeat.
 PALETTE_SIZE = 12
@@ -40,8 +41,9 @@ class NodeWork:
     colour: int
     gpus: int
     started_at: datetime
-    protected_until: datetime | None
+    protected_until: datetime | None  # preemptible for other work after this (None: free lane)
     stop_requested: bool
+    drain_due: datetime | None = None  # a drain evicts it after this (None: at once)
 
 
 @dataclass
@@ -155,6 +157,7 @@ def _work_by_node(
             "node_id",
             "gpus",
             "run__started_at",
+            "run__protected_until",
             "run__stop_requested_at",
             "run__workload_id",
             "run__workload__name",
@@ -164,7 +167,7 @@ def _work_by_node(
         )
     )
     out: dict[int, list[NodeWork]] = {}
-    for node_id, gpus, started, stop, wid, name, minimum, project_id, project in rows:
+    for node_id, gpus, started, recorded, stop, wid, name, minimum, project_id, project in rows:
         visible = project_id in visible_project_ids
         out.setdefault(node_id, []).append(
             NodeWork(
@@ -175,7 +178,10 @@ def _work_by_node(
                 colour=colours.get(project_id, 0) if visible else HIDDEN_COLOUR,
                 gpus=gpus,
                 started_at=started,
-                protected_until=started + timedelta(seconds=minimum) if minimum else None,
+                protected_until=protected_until(
+                    started_at=started, min_runtime_seconds=minimum, recorded=recorded
+                ),
+                drain_due=drain_due_at(started_at=started, min_runtime_seconds=minimum),
                 stop_requested=stop is not None,
             )
         )

@@ -21,7 +21,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -243,6 +243,14 @@ def _update_reasons(rows: list[tuple[int, str, str, int | None, datetime | None]
         )
 
 
+def _instant(engine_time: float | None, now: datetime) -> datetime | None:
+    """An engine time (seconds since the epoch, the cycle's clock) as an aware datetime; the
+    engine's clock is ``now``'s, so the difference is carried over exactly."""
+    if not engine_time:
+        return None
+    return now + timedelta(seconds=engine_time - now.timestamp())
+
+
 def _apply(
     cluster: Cluster, state: _State, result, now: datetime, started_workloads: set[int]
 ) -> tuple[int, int, int, list[str]]:
@@ -291,6 +299,7 @@ def _apply(
                 placement=dict(start.placement),
                 started_at=now,
                 start_reason=start.reason,
+                protected_until=_instant(start.protected_until, now),
                 accounted_until=now,
             )
         )

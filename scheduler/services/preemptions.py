@@ -10,7 +10,7 @@ operator's reason, in the same transaction.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -21,6 +21,7 @@ from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_record
 from scheduler.choices import RunEndReason, WorkloadState
 from scheduler.models import Run, Workload
+from scheduler.selectors.protection import protected_until
 from scheduler.services.runs import run_request_stop
 
 MAX_REASON_LENGTH = 500
@@ -56,7 +57,11 @@ def workload_preempt_force(
             )
         if run.stop_requested_at is not None:
             raise ValidationError({"state": [f"{fresh.name}'s run is already stopping."]})
-        protected_until = run.started_at + timedelta(seconds=fresh.min_runtime_seconds)
+        protected = protected_until(
+            started_at=run.started_at,
+            min_runtime_seconds=fresh.min_runtime_seconds,
+            recorded=run.protected_until,
+        )
         who = getattr(actor, "username", "an operator")
         run = run_request_stop(
             run=run,
@@ -79,7 +84,7 @@ def workload_preempt_force(
             before={
                 "state": WorkloadState.RUNNING,
                 "run": run.pk,
-                "protected_until": protected_until,
+                "protected_until": protected,
             },
             after={"state": WorkloadState.PREEMPTED, "stop_requested_at": now},
             reason=reason,

@@ -61,6 +61,14 @@ def test_what_runs_at_the_end_is_running_on_nodes_that_hold_it(demo):
         :50
     ]:
         assert run.preempted_by.runs.filter(started_at=run.ended_at).exists()
+    # Each charged run carries the engine's protection: at least its start plus its minimum
+    # runtime (more for a workload preempted before); the free lane carries none.
+    for run in Run.objects.filter(cluster=cluster).select_related("workload")[:500]:
+        minimum = run.workload.min_runtime_seconds
+        if minimum == 0:
+            assert run.protected_until is None
+        else:
+            assert run.protected_until >= run.started_at + timedelta(seconds=minimum)
     # Nothing pending has an open run; nothing finished after now.
     assert not Workload.objects.filter(state=WorkloadState.PENDING, runs__ended_at=None).exists()
     assert not Workload.objects.filter(finished_at__gt=NOW).exists()

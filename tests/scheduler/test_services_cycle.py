@@ -185,3 +185,47 @@ def test_a_workload_preempted_before_is_protected_longer_by_the_rebuilt_engine(w
     )
 
     assert sched.running[str(workload.id)].protected_until == (again.timestamp() + 2 * 600)
+
+
+def test_the_run_records_the_engines_protection_and_every_page_shows_it(world, client):
+    """A workload preempted once is protected twice its minimum runtime on its next run
+    (the churn budget). The cycle records that end on the run; the queue, the workload's
+    page, the node's page and the API show it, not the start plus the bare minimum."""
+    from django.utils import dateformat, timezone
+
+    from tests.factories import org_admin_of
+
+    workload = submit(world, gpus=4, min_runtime=600)
+    Run.objects.create(
+        workload=workload, attempt=1, project=workload.project, cluster=world.cluster,
+        gpus=4, lane=RunLane.CHARGED, placement={"node1": 4}, started_at=T0,
+        ended_at=T0 + timedelta(minutes=15), end_reason=RunEndReason.PREEMPTED,
+        accounted_until=T0 + timedelta(minutes=15),
+    )  # fmt: skip
+    first_only = submit(world, gpus=2, min_runtime=600)
+    again = T0 + timedelta(minutes=20)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=again)
+
+    run = Run.objects.get(workload=workload, attempt=2)
+    assert run.protected_until == again + timedelta(seconds=2 * 600)
+    fresh = Run.objects.get(workload=first_only)
+    assert fresh.protected_until == again + timedelta(seconds=600)
+
+    admin = org_admin_of(world.cluster.organization).user
+    client.force_login(admin)
+    shown = dateformat.format(timezone.localtime(run.protected_until), "D j M, H:i")
+    page = client.get(f"/workloads/{workload.id}/").content.decode()
+    assert f"Protected from preemption until <strong>{shown}" in page
+    body = client.get(f"/api/workloads/{workload.id}/").json()
+    (latest,) = [r for r in body["runs"] if r["attempt"] == 2]
+    assert latest["protected_until"].replace("Z", "+00:00") == run.protected_until.isoformat()
+    from governance.selectors.visibility import user_visibility
+    from scheduler.selectors.node_map import node_with_work
+
+    node = RunNode.objects.get(run=run).node
+    (work,) = [w for w in node_with_work(node=node, vis=user_visibility(user=admin)).work
+               if w.workload_id == workload.id]  # fmt: skip
+    assert work.protected_until == run.protected_until
+    # A drain does not wait for the churn budget: it evicts once the minimum has passed.
+    assert work.drain_due == again + timedelta(seconds=600)
