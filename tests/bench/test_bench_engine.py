@@ -1,4 +1,4 @@
-"""Benchmarks of one scheduling cycle at production scale (issue 3, "Performance").
+"""Benchmarks of one scheduling cycle at production scale.
 
 A synthetic cluster with a fixed seed: 1,024 nodes x 8 GPUs, 200 projects in a 3-level
 budget tree (1 organization, 10 programs, 20 projects each), 4,000 running and 10,000 pending

@@ -2,7 +2,7 @@
 
 The data (5.3 M hourly rollup rows and their ledgers) is made once per session by
 ``manage.py generate_usage_history`` into the test database — a few minutes on two cores.
-Targets (issue 5): the report page for one month median <= 300 ms; the XLSX export of a
+Targets: the report page for one month median <= 300 ms; the XLSX export of a
 year <= 5 s. The dashboards' selector for a month is measured beside them. Nothing here
 asserts on time: benchmarks measure, tests judge behaviour.
 """

@@ -1,4 +1,4 @@
-"""Property tests of the engine's invariants (issue 3 "Correctness"), for every policy.
+"""Property tests of the engine's invariants, for every policy.
 
 Random clusters of 8-GPU nodes (some draining or down), random running and pending work
 (gangs included), random budget trees and usage:

@@ -1,5 +1,5 @@
 """Every bad input of the budget API is refused with a clear status, names the field, and
-changes nothing in the database (issue 2, "Bad input").
+changes nothing in the database.
 
 Each test takes a snapshot of every row the API can write (allocations, requests and their
 states, lines, decisions, tokens) before the call and compares it after.

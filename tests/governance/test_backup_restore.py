@@ -1,6 +1,5 @@
 """Data safety: a ``pg_dump -Fc`` backup restored into a fresh database gives the same
-owed/delivered figures (issue 6, item 7; the operator's commands are in
-docs/operations-backup.md).
+owed/delivered figures (the operator's commands are in docs/operations-backup.md).
 
 The world is built through the live loop's own services on the test database, with a fixed
 clock: three projects (60 %, 40 %, no share) on two 8-GPU nodes, a few scheduling cycles,

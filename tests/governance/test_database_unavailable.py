@@ -1,4 +1,4 @@
-"""A database that cannot be reached is a 503 with Retry-After, not a 500 (issue 6, faults).
+"""A database that cannot be reached is a 503 with Retry-After, not a 500.
 
 The database really is unreachable here: the test points Django's connection at a closed
 local port for the request, then back. Found by `make faults`: while PostgreSQL restarted,
