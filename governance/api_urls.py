@@ -5,21 +5,15 @@ Format-suffix routes (``.json``) are off: one URL per resource, content negotiat
 """
 
 from django.urls import include, path
-from rest_framework.routers import DefaultRouter
 
 from governance.api import views
 from governance.api.notifications import NotificationViewSet
+from governance.api.routers import ApiRouter
 
 app_name = "api"
 
 
-class Router(DefaultRouter):
-    """The default router (with its browsable root) without ``.json`` suffix routes."""
-
-    include_format_suffixes = False
-
-
-router = Router()
+router = ApiRouter(root=True)
 router.register("organizations", views.OrganizationViewSet, basename="organization")
 router.register("programs", views.ProgramViewSet, basename="program")
 router.register("projects", views.ProjectViewSet, basename="project")

@@ -11,7 +11,6 @@ import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Q
-from django.http import HttpRequest
 
 from governance.choices import ApprovalState
 from governance.fields import InstantFilter
@@ -24,7 +23,7 @@ from governance.models import (
     Project,
 )
 from governance.selectors.approvals import approval_inbox, approval_requests_by
-from governance.selectors.visibility import user_visibility
+from governance.views.common import visibility_of
 
 
 class StrictBooleanField(forms.Field):
@@ -52,17 +51,6 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
     """``BooleanFilter`` with ``StrictBooleanField``."""
 
     field_class = StrictBooleanField
-
-
-def visibility_of(request: HttpRequest | None):
-    """The caller's visibility, computed once per request (filters and viewsets share it)."""
-    if request is None:  # schema generation instantiates filters without a request
-        return None
-    cached = getattr(request, "_governance_visibility", None)
-    if cached is None:
-        cached = user_visibility(user=request.user)
-        request._governance_visibility = cached
-    return cached
 
 
 _MODELS = {

@@ -5,19 +5,11 @@ Node agent endpoints (agent tokens only): ``agent/…``.
 """
 
 from django.urls import path
-from rest_framework.routers import DefaultRouter
 
+from governance.api.routers import ApiRouter
 from scheduler.api import agent, preemptions, views
 
-
-class Router(DefaultRouter):
-    """No ``.json`` suffix routes and no second API root (governance's router has it)."""
-
-    include_format_suffixes = False
-    include_root_view = False
-
-
-router = Router()
+router = ApiRouter()
 router.register("workloads", views.WorkloadViewSet, basename="workload")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("node-agents", views.NodeAgentViewSet, basename="nodeagent")

@@ -20,8 +20,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
-from rest_framework.routers import DefaultRouter
 
+from governance.api.routers import ApiRouter
 from governance.api.views import VisibilityMixin, resolve_visible
 from governance.choices import AuditAction, Role
 from governance.fields import DayFilter
@@ -237,14 +237,7 @@ class RoleAssignmentViewSet(
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class Router(DefaultRouter):
-    """No ``.json`` suffix routes and no second API root (governance's router has it)."""
-
-    include_format_suffixes = False
-    include_root_view = False
-
-
-router = Router()
+router = ApiRouter()
 router.register("audit-events", AuditEventViewSet, basename="auditevent")
 router.register("role-assignments", RoleAssignmentViewSet, basename="roleassignment")
 

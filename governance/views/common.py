@@ -12,8 +12,12 @@ from governance.selectors.visibility import Visibility, user_visibility
 NODE_KINDS = {"organization": Organization, "program": Program, "project": Project}
 
 
-def visibility_of(request: HttpRequest) -> Visibility:
-    """The signed-in user's visibility, built once per request (navigation reuses it)."""
+def visibility_of(request: HttpRequest | None) -> Visibility | None:
+    """The signed-in user's visibility, built once per request (pages, navigation, API
+    filters and serializers share it). ``None`` without a request: schema generation
+    instantiates filters and serializers without one."""
+    if request is None:
+        return None
     cached = getattr(request, "_governance_visibility", None)
     if cached is None:
         cached = user_visibility(user=request.user)

@@ -29,6 +29,7 @@ from scheduler.api.serializers import (
     OrderSerializer,
     RunExitSerializer,
 )
+from scheduler.choices import OrderKind, OrderState
 from scheduler.models import Node, Order, Run
 from scheduler.services.executor_reports import (
     node_heartbeat,
@@ -84,8 +85,8 @@ def open_runs_on(node: Node) -> list[int]:
             run_nodes__node=node,
             ended_at__isnull=True,
             orders__node=node,
-            orders__kind="start",
-            orders__state="acknowledged",
+            orders__kind=OrderKind.START,
+            orders__state=OrderState.ACKNOWLEDGED,
         )
         .values_list("id", flat=True)
         .distinct()
