@@ -409,14 +409,15 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # The simulated executor and the demo replay (docs/agents.md).
-SIMULATED_EXECUTOR_ENABLED = env_bool("SIMULATED_EXECUTOR_ENABLED", True)
+# A developer's machine (`make run`) runs the demo's simulated nodes; a server only when asked.
+SIMULATED_EXECUTOR_ENABLED = env_bool("SIMULATED_EXECUTOR_ENABLED", DEBUG)
 SIMULATED_EXECUTOR_CLUSTERS = env_list("SIMULATED_EXECUTOR_CLUSTERS", ["philly/h100"])
 SIMULATED_EXECUTOR_SPEEDUP = env_int("SIMULATED_EXECUTOR_SPEEDUP", 1)
 SIMULATED_EXECUTOR_SECONDS = env_int("SIMULATED_EXECUTOR_SECONDS", 2)
 SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS = env_int(
     "SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS", 3600
 )
-DEMO_REPLAY_ENABLED = env_bool("DEMO_REPLAY_ENABLED", True)
+DEMO_REPLAY_ENABLED = env_bool("DEMO_REPLAY_ENABLED", DEBUG)
 DEMO_REPLAY_MAX_PENDING = env_int("DEMO_REPLAY_MAX_PENDING", 300)
 # The finance usage report for the previous month, mailed on the 1st (docs/reports.md).
 from celery.schedules import crontab  # noqa: E402

@@ -84,11 +84,13 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def production_settings() -> dict:
-    """The security settings as production computes them (DEBUG=false)."""
+def production_settings(names: tuple[str, ...] | None = None) -> dict:
+    """Settings ``names`` (the security settings by default) as production computes them
+    (DEBUG=false)."""
+    names = tuple(names or SECURITY_SETTINGS)
     code = (
         "import django, json; django.setup(); from django.conf import settings as s; "
-        f"print(json.dumps({{k: getattr(s, k) for k in {SECURITY_SETTINGS!r}}}))"
+        f"print(json.dumps({{k: getattr(s, k) for k in {names!r}}}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -126,6 +128,13 @@ def test_production_refuses_an_empty_or_development_secret_key(key):
     done = manage("check", **{**PRODUCTION, "SECRET_KEY": key})
     assert done.returncode != 0
     assert "SECRET_KEY is the development default while DEBUG=false" in done.stderr
+
+
+def test_a_server_runs_no_simulated_nodes_unless_asked():
+    # The demo's simulated executor completes the workloads of its clusters by itself: on by
+    # default only on a developer's machine (DEBUG=true, as ``make run`` sets it).
+    values = production_settings(("SIMULATED_EXECUTOR_ENABLED", "DEMO_REPLAY_ENABLED"))
+    assert values == {"SIMULATED_EXECUTOR_ENABLED": False, "DEMO_REPLAY_ENABLED": False}
 
 
 # --- Secure cookies and HSTS behind DEBUG=false -----------------------------------------------
