@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from governance.api_errors import flatten_errors
-from governance.models import Cluster, Organization, Program, Project
+from governance.models import Cluster, Organization, Project
 from governance.views.common import visibility_of
 from scheduler.api.views import sweep_submit
 from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, WorkloadState
@@ -232,11 +232,7 @@ def _queue_facts(workloads: list) -> None:
 
 def _submit_form(vis, data=None) -> WorkloadSubmitForm | None:
     """The submit form, for members and PIs of a project (None for everyone else)."""
-    projects = list(
-        Project.objects.filter(id__in=vis.pi_project_ids | vis.member_project_ids)
-        .select_related("program")
-        .order_by("name")
-    )
+    projects = list(vis.submit_projects().select_related("program").order_by("name"))
     if not projects:
         return None
     org_ids = {p.program.organization_id for p in projects}
@@ -457,19 +453,12 @@ def workload_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _simulating_orgs(vis) -> list[Organization]:
     """Organizations the user manages in (org admin, or manager of one of its programs)."""
-    org_ids = set(vis.admin_org_ids) | set(
-        Program.objects.filter(id__in=vis.managed_program_ids).values_list(
-            "organization_id", flat=True
-        )
-    )
-    return list(Organization.objects.filter(id__in=org_ids).order_by("name"))
+    return list(vis.simulating_organizations().order_by("name"))
 
 
-def _visible_jobs(request: HttpRequest, vis):
+def _visible_jobs(vis):
     """Simulation jobs the user may open: their own, and any of an org they administer."""
-    return SimulationJob.objects.filter(
-        Q(created_by=request.user) | Q(organization_id__in=vis.admin_org_ids)
-    ).select_related("created_by", "cluster")
+    return SimulationJob.objects.filter(vis.simulations_q()).select_related("created_by", "cluster")
 
 
 def _simulator_page(request: HttpRequest, vis, orgs, form=None, status=200) -> HttpResponse:
@@ -479,7 +468,7 @@ def _simulator_page(request: HttpRequest, vis, orgs, form=None, status=200) -> H
         "scheduler/simulator.html",
         {
             "form": form or SimulationForm(clusters=clusters),
-            "jobs": list(_visible_jobs(request, vis)[:10]),
+            "jobs": list(_visible_jobs(vis)[:10]),
         },
         status=status,
     )
@@ -540,7 +529,7 @@ def simulation_create(request: HttpRequest) -> HttpResponse:
 def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One simulation: progress while it runs; then the comparison, delivery and timeline."""
     vis = visibility_of(request)
-    job = get_object_or_404(_visible_jobs(request, vis), pk=pk)
+    job = get_object_or_404(_visible_jobs(vis), pk=pk)
     finished = job.state in (SimulationJobState.DONE, SimulationJobState.FAILED)
     result = job.result if job.state == SimulationJobState.DONE else None
     figures = [

@@ -88,6 +88,23 @@ class Visibility:
             | Q(id__in=self._project_ids)
         )
 
+    def simulating_organizations(self) -> QuerySet[Organization]:
+        """Organizations whose tree the user may replay in the simulator: those they
+        administer, and those of the programs they manage."""
+        return Organization.objects.filter(
+            Q(id__in=self.admin_org_ids) | Q(programs__id__in=self.managed_program_ids)
+        ).distinct()
+
+    def simulations_q(self) -> Q:
+        """The simulations (``scheduler.models.SimulationJob``) the user may open: their own,
+        and every one of an organization they administer."""
+        return Q(created_by_id=self.user_id) | Q(organization_id__in=self.admin_org_ids)
+
+    def submit_projects(self) -> QuerySet[Project]:
+        """Projects the user may submit workloads to: those they are PI or researcher of. An
+        org admin, program manager or finance reader does not submit on a project's behalf."""
+        return Project.objects.filter(id__in=self._project_ids)
+
     def sees_project(self, project: Project) -> bool:
         """Whether ``project`` is one of ``projects()``, answered without a query (reads
         ``project.program``: select it with the project)."""

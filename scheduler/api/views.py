@@ -57,9 +57,7 @@ def member_project(vis, ref: str) -> Project:
     The same words whether the project does not exist, is hidden, or is only visible (an
     org admin or finance reader does not submit on a project's behalf).
     """
-    mine = Project.objects.filter(
-        id__in=vis.pi_project_ids | vis.member_project_ids
-    ).select_related("program__organization")
+    mine = vis.submit_projects().select_related("program__organization")
     pk = whole_number(ref)
     matches = list(mine.filter(pk=pk) if pk is not None else mine.filter(slug=ref)[:2])
     if len(matches) > 1:

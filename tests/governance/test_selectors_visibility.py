@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
 
 from governance.choices import Role
 from governance.selectors.visibility import user_visibility
@@ -134,3 +135,50 @@ def test_approval_requests_are_visible_to_requester_deciders_and_finance_only(pe
         if user_visibility(user=user).approval_requests().filter(pk=request.pk).exists()
     }
     assert seen_by == {"org_admin", "finance"}
+
+
+@pytest.mark.parametrize(
+    ("persona", "submits_to", "simulates_in"),
+    [
+        ("org_admin", set(), {"Acme Research"}),
+        ("program_manager", set(), {"Acme Research"}),
+        ("pi", {"Detection"}, set()),
+        ("researcher", {"Detection"}, set()),
+        ("finance", set(), set()),
+        ("outsider", set(), set()),
+    ],
+)
+def test_who_submits_where_and_who_simulates_which_tree(
+    personas, persona, submits_to, simulates_in
+):
+    """Only a project's own people submit to it (an admin does not on its behalf); org
+    admins and program managers replay their organization's tree in the simulator."""
+    vis = user_visibility(user=getattr(personas, persona))
+    assert names(vis.submit_projects()) == submits_to
+    assert names(vis.simulating_organizations()) == simulates_in
+
+
+def test_simulations_shown_are_ones_own_and_those_of_an_administered_organization(personas):
+    from scheduler.models import SimulationJob
+
+    def job(user, organization):
+        return SimulationJob.objects.create(
+            created_by=user,
+            organization=organization,
+            cluster=personas.cluster,
+            trace_source="philly",
+            created_at=timezone.now(),
+        )
+
+    other = OrganizationFactory()
+    mine = job(personas.program_manager, personas.organization)
+    managers_elsewhere = job(personas.program_manager, other)
+    admins = job(personas.org_admin, personas.organization)
+
+    def shown(persona):
+        vis = user_visibility(user=getattr(personas, persona))
+        return set(SimulationJob.objects.filter(vis.simulations_q()))
+
+    assert shown("program_manager") == {mine, managers_elsewhere}
+    assert shown("org_admin") == {mine, admins}
+    assert shown("pi") == set()
