@@ -251,14 +251,43 @@ def _instant(engine_time: float | None, now: datetime) -> datetime | None:
     return now + timedelta(seconds=engine_time - now.timestamp())
 
 
-def _apply(
-    cluster: Cluster, state: _State, result, now: datetime, started_workloads: set[int]
-) -> tuple[int, int, int, list[str]]:
-    """Write the engine's decisions; returns (starts, preemptions, orders, drained nodes)."""
-    orders: list[Order] = []
-    reasons: dict[int, tuple[str, str, int | None, datetime | None]] = {}
+# workload id -> (state it must still be in, reason, queue position, blocked since)
+_Reasons = dict[int, tuple[str, str, int | None, datetime | None]]
 
-    # --- starts -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Applied:
+    """What a cycle wrote: runs started, runs told to stop, orders created, nodes drained."""
+
+    starts: int
+    preemptions: int
+    orders: int
+    drained: list[str]
+
+
+def _apply(cluster: Cluster, state: _State, result, now: datetime) -> _Applied:
+    """Write the engine's decisions: starts, then stops, their orders, drained nodes, and the
+    reason and place in the queue of every workload whose ones changed."""
+    reasons: _Reasons = {}
+    runs, start_orders = _write_starts(cluster, state, result, now, reasons)
+    stopping, stop_orders = _write_stops(cluster, state, result, now, reasons)
+    Order.objects.bulk_create(start_orders + stop_orders)
+    drained = _write_drained(cluster, state, runs, now)
+    _write_pending_reasons(state, result, reasons)
+    return _Applied(
+        starts=len(runs),
+        preemptions=len(stopping),
+        orders=len(start_orders) + len(stop_orders),
+        drained=drained,
+    )
+
+
+def _write_starts(
+    cluster: Cluster, state: _State, result, now: datetime, reasons: _Reasons
+) -> tuple[list[Run], list[Order]]:
+    """Runs, run nodes and start orders for the starts whose workload is still pending (the
+    row lock is the compare-and-set); the started workloads become running."""
+    orders: list[Order] = []
     wanted = {int(s.workload_id): s for s in result.starts}
     startable = set(
         Workload.objects.select_for_update()
@@ -352,11 +381,17 @@ def _apply(
         state_changed_at=now,
         first_started_at=Coalesce("first_started_at", Value(now)),
     )
-    started_workloads.update(startable)
     if startable:
         runs_started_notify(workload_ids=startable, now=now)
+    return runs, orders
 
-    # --- preemptions and drain evictions ---------------------------------------------
+
+def _write_stops(
+    cluster: Cluster, state: _State, result, now: datetime, reasons: _Reasons
+) -> tuple[list[Run], list[Order]]:
+    """Stop requests and stop orders for preemptions and drain evictions of workloads still
+    running; they become preempted until the agent confirms the stop."""
+    orders: list[Order] = []
     victims = {int(p.workload_id): p for p in result.preemptions}
     evictable = set(
         Workload.objects.select_for_update()
@@ -405,9 +440,12 @@ def _apply(
     Workload.objects.filter(id__in=[r.workload_id for r in stopping]).update(
         state=WorkloadState.PREEMPTED, state_changed_at=now, queue_position=None
     )
-    Order.objects.bulk_create(orders)
+    return stopping, orders
 
-    # --- drained nodes: draining and nothing left on them (stopping runs still count) ---
+
+def _write_drained(cluster: Cluster, state: _State, runs: list[Run], now: datetime) -> list[str]:
+    """Draining nodes with nothing left on them (stopping runs still count) become drained;
+    returns their names."""
     busy = {name for _, _, placement, _, _ in state.open_runs for name in placement}
     busy |= {name for run in runs for name in run.placement}
     drained = [
@@ -425,8 +463,12 @@ def _apply(
         for node in finished:
             node.cluster = cluster
             node_changed_notify(node=node, went="drained", reason=node.state_reason or "", now=now)
+    return drained
 
-    # --- reasons and queue positions of pending workloads -----------------------------
+
+def _write_pending_reasons(state: _State, result, reasons: _Reasons) -> None:
+    """Add every pending workload whose reason, place or blocked-since changed to ``reasons``
+    and write them all in one statement."""
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
     for row in state.workloads.values():
         if row.state != WorkloadState.PENDING or row.id in reasons:
@@ -443,7 +485,6 @@ def _apply(
         if changed:
             reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked)
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
-    return len(runs), len(stopping), len(orders), drained
 
 
 def scheduling_cycle_run(
@@ -485,8 +526,7 @@ def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> Schedu
     sched, usage, running = cycle_scheduler_build(cluster, state, now, policy)
     pending = sched.pending_count()
     result = sched.cycle(now.timestamp(), usage, explain=True)
-    started: set[int] = set()
-    starts, preemptions, orders, drained = _apply(cluster, state, result, now, started)
+    applied = _apply(cluster, state, result, now)
     summary = Counter(result.reasons.values()).most_common(REASONS_SUMMARY_SIZE)
     return SchedulingCycle.objects.create(
         cluster=cluster,
@@ -495,9 +535,9 @@ def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> Schedu
         policy=policy,
         pending=pending,
         running=running,
-        starts=starts,
-        preemptions=preemptions,
-        orders=orders,
-        drained_nodes=drained,
+        starts=applied.starts,
+        preemptions=applied.preemptions,
+        orders=applied.orders,
+        drained_nodes=applied.drained,
         reasons_summary=dict(summary),
     )
