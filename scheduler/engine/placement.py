@@ -140,6 +140,8 @@ class Capacity:
 
     def fullest_fit(self, gpus: int, skip: Container[int]) -> NodeRec | None:
         """The schedulable node with the fewest free GPUs that still fits ``gpus``."""
+        if self.free_total < gpus:
+            return None  # a full cluster answers at once (over-demand: most asks)
         buckets = self.buckets
         for free in range(max(gpus, 1), self.max_gpus + 1):
             for idx in buckets[free]:
@@ -161,6 +163,8 @@ class Capacity:
 
     def largest_free(self, skip: Container[int]) -> int:
         """The most free GPUs on any single schedulable node outside ``skip``."""
+        if not self.free_total:
+            return 0
         for free in range(self.max_gpus, 0, -1):
             for idx in self.buckets[free]:
                 if idx not in skip:
@@ -169,6 +173,8 @@ class Capacity:
 
     def most_free_node(self, max_gpus: int, skip: Container[int]) -> NodeRec | None:
         """The node with the most free GPUs (below ``max_gpus``), first by name."""
+        if not self.free_total:
+            return None
         for free in range(min(max_gpus, self.max_gpus + 1) - 1, 0, -1):
             for idx in self.buckets[free]:
                 if idx not in skip:

@@ -190,6 +190,13 @@ class _FairShareView(PolicyView):
         self.borrowers_set = frozenset(
             p for p, gpus in self.alloc.items() if gpus > self.entitled.get(p, 0)
         )
+        # GPUs each team runs above its entitlement (what a reclaim may take), kept as the
+        # cycle starts and evicts work: asked for every victim a search looks at.
+        self._rooms = {
+            p: gpus - self.entitled.get(p, 0)
+            for p, gpus in self.alloc.items()
+            if gpus > self.entitled.get(p, 0)
+        }
         self._borrowers = len(self.borrowers_set)
         self._borrowed = sum(self.alloc[p] for p in self.borrowers_set)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
@@ -238,7 +245,7 @@ class _FairShareView(PolicyView):
 
     def _room(self, project: str) -> int:
         """GPUs ``project`` runs above its entitlement: what a reclaim may take from it."""
-        return max(0, self.alloc.get(project, 0) - self.entitled.get(project, 0))
+        return self._rooms.get(project, 0)
 
     def may_preempt_project(self, job: Job, project: str, victim_gpus: int) -> bool:
         # The victim's team must still hold at least its entitlement after the eviction:
@@ -286,7 +293,7 @@ class _FairShareView(PolicyView):
         )
 
     def reclaimable(self) -> dict[str, int]:
-        return {p: room for p in self.alloc if (room := self._room(p)) > 0}
+        return dict(self._rooms)
 
     def why(self, job: Job, victim: Job) -> str:
         if not victim.charged:
@@ -336,6 +343,9 @@ class _FairShareView(PolicyView):
         if now > entitled:
             self._borrowers += 1
             self._borrowed += now
+            self._rooms[project] = now - entitled
+        else:
+            self._rooms.pop(project, None)
 
     def started(self, job: Job) -> None:
         self._count(job, +1)
