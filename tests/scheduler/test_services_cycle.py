@@ -165,15 +165,20 @@ def test_a_blocked_gang_holds_nodes_once_it_waited_its_bound_across_cycles(db):
     assert "holding node1, node4 (2 of the 2 nodes it needs) until they free" in gang.engine_reason
 
 
-def test_a_workload_preempted_before_is_protected_longer_by_the_rebuilt_engine(world):
-    """The churn budget: each earlier preemption doubles the next run's protection."""
-    workload = submit(world, gpus=4, min_runtime=600)
+def preempted_once(world, workload) -> None:
+    """A first run of ``workload`` (4 GPUs on node1) from T0, preempted after 15 minutes."""
     Run.objects.create(
         workload=workload, attempt=1, project=workload.project, cluster=world.cluster,
         gpus=4, lane=RunLane.CHARGED, placement={"node1": 4}, started_at=T0,
         ended_at=T0 + timedelta(minutes=15), end_reason=RunEndReason.PREEMPTED,
         accounted_until=T0 + timedelta(minutes=15),
     )  # fmt: skip
+
+
+def test_a_workload_preempted_before_is_protected_longer_by_the_rebuilt_engine(world):
+    """The churn budget: each earlier preemption doubles the next run's protection."""
+    workload = submit(world, gpus=4, min_runtime=600)
+    preempted_once(world, workload)
     again = T0 + timedelta(minutes=20)
     scheduling_cycle_run(cluster_id=world.cluster.id, now=again)
     workload.refresh_from_db()
@@ -196,12 +201,7 @@ def test_the_run_records_the_engines_protection_and_every_page_shows_it(world, c
     from tests.factories import org_admin_of
 
     workload = submit(world, gpus=4, min_runtime=600)
-    Run.objects.create(
-        workload=workload, attempt=1, project=workload.project, cluster=world.cluster,
-        gpus=4, lane=RunLane.CHARGED, placement={"node1": 4}, started_at=T0,
-        ended_at=T0 + timedelta(minutes=15), end_reason=RunEndReason.PREEMPTED,
-        accounted_until=T0 + timedelta(minutes=15),
-    )  # fmt: skip
+    preempted_once(world, workload)
     first_only = submit(world, gpus=2, min_runtime=600)
     again = T0 + timedelta(minutes=20)
 
