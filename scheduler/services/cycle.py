@@ -312,39 +312,16 @@ def _write_starts(
         workload_id__in=startable
     ).values_list("workload_id", "attempt", "started_at", "ended_at"):
         history[workload_id].append((attempt, started_at, ended_at))
-    runs: list[Run] = []
-    for workload_id in sorted(startable):
-        start = wanted[workload_id]
-        row = state.workloads[workload_id]
-        past = history.get(workload_id, [])
-        runs.append(
-            Run(
-                workload_id=workload_id,
-                attempt=max((a for a, _, _ in past), default=0) + 1,
-                project_id=row.project_id,
-                cluster_id=cluster.id,
-                gpus=row.gpus,
-                lane=RunLane.FREE if row.min_runtime_seconds == 0 else RunLane.CHARGED,
-                placement=dict(start.placement),
-                started_at=now,
-                start_reason=start.reason,
-                protected_until=_instant(start.protected_until, now),
-                accounted_until=now,
-            )
-        )
+    runs = [
+        _new_run(cluster, state.workloads[workload_id], wanted[workload_id], history, now)
+        for workload_id in sorted(startable)
+    ]
     Run.objects.bulk_create(runs)
     run_nodes: list[RunNode] = []
     for run in runs:
         row = state.workloads[run.workload_id]
         launch_spec, declared = specs[run.workload_id]
-        remaining = None
-        if declared is not None:
-            done = 0.0
-            if row.resumable:
-                done = sum(
-                    (e - s).total_seconds() for _, s, e in history.get(run.workload_id, []) if e
-                )
-            remaining = max(0.0, declared - done)
+        remaining = _remaining_seconds(declared, row.resumable, history.get(run.workload_id, []))
         for node_name, gpus in run.placement.items():
             node_id = state.node_ids[node_name]
             run_nodes.append(RunNode(run_id=run.id, node_id=node_id, gpus=gpus))
@@ -384,6 +361,36 @@ def _write_starts(
     if startable:
         runs_started_notify(workload_ids=startable, now=now)
     return runs, orders
+
+
+def _new_run(cluster: Cluster, row: _WorkloadRow, start, history, now: datetime) -> Run:
+    """The run the engine's ``start`` makes of a pending workload: the next attempt, its
+    lane, placement and the protection the engine gave it."""
+    past = history.get(row.id, [])
+    return Run(
+        workload_id=row.id,
+        attempt=max((a for a, _, _ in past), default=0) + 1,
+        project_id=row.project_id,
+        cluster_id=cluster.id,
+        gpus=row.gpus,
+        lane=RunLane.FREE if row.min_runtime_seconds == 0 else RunLane.CHARGED,
+        placement=dict(start.placement),
+        started_at=now,
+        start_reason=start.reason,
+        protected_until=_instant(start.protected_until, now),
+        accounted_until=now,
+    )
+
+
+def _remaining_seconds(
+    declared: float | None, resumable: bool, past: list[tuple[int, datetime, datetime | None]]
+) -> float | None:
+    """What is left of a workload's declared duration for its next run: a resumable workload
+    keeps the time its ended runs ran; anything else starts over. ``None`` if undeclared."""
+    if declared is None:
+        return None
+    done = sum((e - s).total_seconds() for _, s, e in past if e) if resumable else 0.0
+    return max(0.0, declared - done)
 
 
 def _write_stops(
