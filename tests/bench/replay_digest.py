@@ -1,0 +1,42 @@
+"""Print a digest of every decision of a Philly replay, to check that an engine change that
+should only save time takes the same decisions.
+
+Run: ``.venv/bin/python -m tests.bench.replay_digest fairshare:256 quota:512:20000`` — each
+argument is ``policy:gpus[:first N jobs]``; each line printed is the argument, the digest
+(SHA-256 of every run and preemption the replay recorded, first 16 hex digits), the wall
+time in seconds and the number of cycles. Compare the digests of two commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+
+from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
+from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+
+
+def digest(policy: str, gpus: int, jobs: int | None = None) -> tuple[str, float, int]:
+    """(digest, wall seconds, cycles) of the Philly replay of ``policy`` on ``gpus`` GPUs."""
+    trace = load_trace(PHILLY_JOBS, "philly")
+    if jobs:
+        trace = trace.head(jobs)
+    budgets = load_budgets(PHILLY_BUDGETS, trace.jobs)
+    began = time.perf_counter()
+    result = replay(trace, budgets, ReplayConfig(gpus=gpus, policy=policy, record_runs=True))
+    wall = time.perf_counter() - began
+    text = repr(result.runs) + repr(result.preemptions)
+    return hashlib.sha256(text.encode()).hexdigest()[:16], wall, result.cycles
+
+
+def main(args: list[str]) -> None:
+    """Print one line per ``policy:gpus[:jobs]`` argument."""
+    for spec in args:
+        policy, gpus, *rest = spec.split(":")
+        value, wall, cycles = digest(policy, int(gpus), int(rest[0]) if rest else None)
+        print(f"{spec} {value} {wall:.1f} s {cycles} cycles", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
