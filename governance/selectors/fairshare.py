@@ -32,7 +32,7 @@ from governance.selectors.usage import first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
-from scheduler.selectors.offer_order import offer_order
+from scheduler.selectors.offer_order import OfferOrder, offer_order
 from scheduler.selectors.usage import usage_window_by_project
 
 DAY = timedelta(days=1)
@@ -309,50 +309,20 @@ def _rank(
     )
 
 
-def fairshare_ranking(
-    *, visibility, cluster: Cluster, now: datetime | None = None, days: int = 14
-) -> FairShareView:
-    """The Fair Tree ranking of ``cluster``'s tree now and at the end of each of the last days.
-
-    The caller resolves ``cluster`` through ``visibility.clusters()`` first (a 404 for a
-    cluster the user cannot see). Rows are the nodes the viewer sees (org admin / finance:
-    all; program manager: the organization, their program and its projects; PI and
-    researcher: their project and its ancestors). Ranks and the metric of every visible
-    node are shown — they explain the viewer's place in the queue; usage totals only for
-    nodes whose whole subtree the viewer sees. "Now" uses exactly the live cycle's inputs;
-    each past instant uses the shares in force then and the same whole-hour window, read in
-    one grouped query. ``days`` is capped at 60.
-    """
-    now = now or timezone.now()
-    days = max(1, min(int(days), MAX_HISTORY_DAYS))
-    window_seconds = int(settings.SCHEDULER_WINDOW_SECONDS)
-    window = timedelta(seconds=window_seconds)
+def _visible_rows(
+    visibility,
+    cluster: Cluster,
+    programs: list[Program],
+    projects: list[Project],
+    ranked: list[_Ranked],
+    offers: OfferOrder,
+    now: datetime,
+) -> list[FairShareRow]:
+    """The rows the viewer sees, depth-first in ranking order: the organization, each
+    visible program, then its visible projects (first-to-go first, unbudgeted last)."""
     organization_id = cluster.organization_id
-    programs = list(Program.objects.filter(organization_id=organization_id).order_by("name"))
-    projects = list(
-        Project.objects.filter(program__organization_id=organization_id).order_by("name")
-    )
-    all_project_ids = [p.id for p in projects]
-    programs_by_slug = {p.slug: p.id for p in programs}
-
-    instants = _history_instants(now, days, first_accounted_hour(cluster=cluster, until=now))
-    past_usage = _windowed_usage(cluster, instants[:-1], window)
-    current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
-    budgets = _budgets_at(cluster, instants)
-    ranked = [
-        _rank(budget, usage, organization_id, programs_by_slug, all_project_ids)
-        for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True)
-    ]
     current = ranked[-1]
-    offers = offer_order(
-        cluster=cluster,
-        budget=budgets[-1],
-        usage=current_usage,
-        project_ids=all_project_ids,
-        now=now,
-    )
     offer_position = {pid: position for position, pid in enumerate(offers.order, start=1)}
-
     visible_programs = set(
         visibility.programs().filter(organization_id=organization_id).values_list("id", flat=True)
     )
@@ -419,6 +389,52 @@ def fairshare_ranking(
                     key=sort_key,
                 )
             )
+    return rows
+
+
+def fairshare_ranking(
+    *, visibility, cluster: Cluster, now: datetime | None = None, days: int = 14
+) -> FairShareView:
+    """The Fair Tree ranking of ``cluster``'s tree now and at the end of each of the last days.
+
+    The caller resolves ``cluster`` through ``visibility.clusters()`` first (a 404 for a
+    cluster the user cannot see). Rows are the nodes the viewer sees (org admin / finance:
+    all; program manager: the organization, their program and its projects; PI and
+    researcher: their project and its ancestors). Ranks and the metric of every visible
+    node are shown — they explain the viewer's place in the queue; usage totals only for
+    nodes whose whole subtree the viewer sees. "Now" uses exactly the live cycle's inputs;
+    each past instant uses the shares in force then and the same whole-hour window, read in
+    one grouped query. ``days`` is capped at 60.
+    """
+    now = now or timezone.now()
+    days = max(1, min(int(days), MAX_HISTORY_DAYS))
+    window_seconds = int(settings.SCHEDULER_WINDOW_SECONDS)
+    window = timedelta(seconds=window_seconds)
+    organization_id = cluster.organization_id
+    programs = list(Program.objects.filter(organization_id=organization_id).order_by("name"))
+    projects = list(
+        Project.objects.filter(program__organization_id=organization_id).order_by("name")
+    )
+    all_project_ids = [p.id for p in projects]
+    programs_by_slug = {p.slug: p.id for p in programs}
+
+    instants = _history_instants(now, days, first_accounted_hour(cluster=cluster, until=now))
+    past_usage = _windowed_usage(cluster, instants[:-1], window)
+    current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
+    budgets = _budgets_at(cluster, instants)
+    ranked = [
+        _rank(budget, usage, organization_id, programs_by_slug, all_project_ids)
+        for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True)
+    ]
+    current = ranked[-1]
+    offers = offer_order(
+        cluster=cluster,
+        budget=budgets[-1],
+        usage=current_usage,
+        project_ids=all_project_ids,
+        now=now,
+    )
+    rows = _visible_rows(visibility, cluster, programs, projects, ranked, offers, now)
     project_rows = [row for row in rows if row.kind == "project"]
     project_order = sorted(
         project_rows, key=lambda r: (r.order_position is None, r.order_position or 0, r.name)
