@@ -228,6 +228,9 @@ def _queue_facts(workloads: list) -> None:
             if run is not None and w.state == WorkloadState.RUNNING
             else None
         )
+        # Past its protection, a run may be preempted at the next cycle: say so, not a past
+        # "protected until".
+        w.protection_over = w.protected_until is not None and w.protected_until <= now
 
 
 def _submit_form(vis, data=None) -> WorkloadSubmitForm | None:

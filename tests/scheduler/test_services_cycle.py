@@ -216,7 +216,8 @@ def test_the_run_records_the_engines_protection_and_every_page_shows_it(world, c
     client.force_login(admin)
     shown = dateformat.format(timezone.localtime(run.protected_until), "D j M, H:i")
     page = client.get(f"/workloads/{workload.id}/").content.decode()
-    assert f"Protected from preemption until <strong>{shown}" in page
+    # (T0 is in the past: the page reads that the protection is over, and since when)
+    assert f"Past its minimum runtime since <strong>{shown}" in page
     body = client.get(f"/api/workloads/{workload.id}/").json()
     (latest,) = [r for r in body["runs"] if r["attempt"] == 2]
     assert latest["protected_until"].replace("Z", "+00:00") == run.protected_until.isoformat()

@@ -64,12 +64,36 @@ def test_pending_workload_shows_its_estimated_start_and_the_caveat(personas):
     listing = browser(p.researcher).get("/workloads/").content.decode()
     assert dateformat.format(expected, "D H:i") in listing
 
+    # Started an hour ago with a one-hour minimum: its protection has just ended.
     protected = timezone.localtime(run.started_at + timedelta(hours=1))
     running = browser(p.researcher).get(f"/workloads/{big.pk}/").content.decode()
     assert (
-        f"Protected from preemption until <strong>{dateformat.format(protected, 'D j M, H:i')}"
+        f"Past its minimum runtime since <strong>{dateformat.format(protected, 'D j M, H:i')}"
         in (running)
     )
+
+
+def test_a_run_past_its_protection_reads_preemptible_not_protected_until_a_past_time(personas):
+    """Found on a fresh demo: runs started days ago read "protected until Mon 02:10" on a
+    Wednesday, a past moment shown as if it were still ahead."""
+    p = personas
+    began = timezone.now() - timedelta(hours=3)
+    old = submit(p, "old", 2, at=began, duration=10 * 3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began)
+    fresh = submit(p, "fresh", 2, at=timezone.now(), duration=10 * 3600)
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=timezone.now())
+    ended = timezone.localtime(Run.objects.get(workload=old).protected_until)
+    ahead = timezone.localtime(Run.objects.get(workload=fresh).protected_until)
+
+    listing = browser(p.researcher).get("/workloads/?state=running").content.decode()
+    assert "past its minimum runtime: preemptible" in listing
+    assert f"protected until {dateformat.format(ended, 'D H:i')}" not in listing
+    assert f"protected until {dateformat.format(ahead, 'D H:i')}" in listing
+    page = browser(p.researcher).get(f"/workloads/{old.pk}/").content.decode()
+    assert (
+        f"Past its minimum runtime since <strong>{dateformat.format(ended, 'D j M, H:i')}" in page
+    )
+    assert "Protected from preemption until" not in page
 
 
 def test_a_long_estimated_wait_is_shown_as_a_range(personas):
