@@ -10,7 +10,7 @@
   points wire an adapter in. One exception: a service may enqueue its own Celery task (a
   task is a thin wrapper that calls the service back), imported inside the function.
 
-``docs/design.md`` ("Where things live") states the same rules in words.
+``docs/design.md`` ("Which way dependencies go") states the same rules in words.
 """
 
 from __future__ import annotations
