@@ -251,6 +251,48 @@ def usage_report(
     if level not in LEVELS:
         raise ValidationError({"level": [f"Must be one of {', '.join(LEVELS)}."]})
     report_validate_period(start=start, end=end)
+    clusters, projects = _report_scope(visibility, cluster, program)
+    begin, finish = _as_instant(start), _as_instant(end + timedelta(days=1))
+    segments = _rate_segments({c.gpu_type for c in clusters}, begin, finish)
+    currencies = {s[3] for segs in segments.values() for s in segs}
+    currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
+    sums = _monthly_sums(clusters, projects, segments, begin, finish)
+    leaf_rows = _leaf_rows(sums, projects, clusters, currency, start, end)
+    rows = _roll_up(leaf_rows, level=level, projects=projects)
+    totals = ReportRow(
+        period_start=start,
+        period_end=end,
+        level="total",
+        node_id=None,
+        organization="",
+        program="",
+        project="",
+        cost_centre="",
+        cluster_id=cluster.pk if cluster else None,
+        cluster=cluster.name if cluster else "",
+        gpu_type=cluster.gpu_type if cluster else "",
+    )
+    for row in rows:
+        totals.add(row)
+    warnings = _report_warnings(currency, totals)
+    return UsageReport(
+        start=start,
+        end=end,
+        level=level,
+        cluster=cluster,
+        program=program,
+        rows=rows,
+        totals=totals,
+        currency=currency,
+        warnings=warnings,
+    )
+
+
+def _report_scope(
+    visibility, cluster: Cluster | None, program: Program | None
+) -> tuple[list[Cluster], dict[int, Project]]:
+    """The clusters and projects a report covers: the user's whole organizations, narrowed to
+    ``cluster`` and ``program``; ``PermissionDenied`` for one outside them."""
     org_ids = whole_organization_ids(visibility)
     clusters = list(
         Cluster.objects.filter(organization_id__in=org_ids).order_by("organization_id", "name")
@@ -266,10 +308,14 @@ def usage_report(
         projects = projects.filter(program_id=program.pk)
     projects = {p.pk: p for p in projects.select_related("program__organization").order_by("id")}
 
-    begin, finish = _as_instant(start), _as_instant(end + timedelta(days=1))
-    segments = _rate_segments({c.gpu_type for c in clusters}, begin, finish)
-    currencies = {s[3] for segs in segments.values() for s in segs}
-    currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
+    return clusters, projects
+
+
+def _monthly_sums(
+    clusters: list[Cluster], projects: dict[int, Project], segments, begin, finish
+) -> dict[tuple, dict]:
+    """GPU-seconds (budgeted, burst, free, uncosted) and their rated cost per (month, project,
+    cluster), from whole days in the daily cache and hours from the hourly rollup."""
     day_q, hour_q = usage_sources(
         cluster_ids=[c.pk for c in clusters],
         start=begin,
@@ -313,6 +359,19 @@ def usage_report(
             if rated is not None:
                 target = sums[key]
                 target["rated"] = (target.get("rated") or ZERO) + rated
+    return sums
+
+
+def _leaf_rows(
+    sums: dict[tuple, dict],
+    projects: dict[int, Project],
+    clusters: list[Cluster],
+    currency: str | None,
+    start: date,
+    end: date,
+) -> list[ReportRow]:
+    """One row per (month, project, cluster) with usage, costed unless the currencies mix,
+    in period, organization, program, project and cluster order."""
     cluster_by_id = {c.pk: c for c in clusters}
     leaf_rows: list[ReportRow] = []
     for (month, project_id, cluster_id), item in sums.items():
@@ -349,39 +408,18 @@ def usage_report(
     leaf_rows.sort(
         key=lambda r: (r.period_start, r.organization, r.program, r.project, r.node_id, r.cluster)
     )
-    rows = _roll_up(leaf_rows, level=level, projects=projects)
-    totals = ReportRow(
-        period_start=start,
-        period_end=end,
-        level="total",
-        node_id=None,
-        organization="",
-        program="",
-        project="",
-        cost_centre="",
-        cluster_id=cluster.pk if cluster else None,
-        cluster=cluster.name if cluster else "",
-        gpu_type=cluster.gpu_type if cluster else "",
-    )
-    for row in rows:
-        totals.add(row)
+    return leaf_rows
+
+
+def _report_warnings(currency: str | None, totals: ReportRow) -> list[str]:
+    """What a reader must know about the costs: mixed currencies, hours with no rate."""
     warnings = []
     if currency == "mixed":
         warnings.append("The rates in force use several currencies: no cost is shown.")
     if totals.uncosted_gpu_seconds:
         hours = totals.uncosted_gpu_seconds / SECONDS_PER_HOUR
         warnings.append(f"{hours:,.1f} GPU-hours fall in hours with no cost rate: not costed.")
-    return UsageReport(
-        start=start,
-        end=end,
-        level=level,
-        cluster=cluster,
-        program=program,
-        rows=rows,
-        totals=totals,
-        currency=currency,
-        warnings=warnings,
-    )
+    return warnings
 
 
 def _roll_up(leaf_rows: list[ReportRow], *, level: str, projects: dict) -> list[ReportRow]:
