@@ -187,16 +187,15 @@ class _FairShareView(PolicyView):
         self.guaranteed = [
             p for p in ranking.order if self.alloc.get(p, 0) < self.entitled.get(p, 0)
         ]
-        self.borrowers_set = frozenset(
-            p for p, gpus in self.alloc.items() if gpus > self.entitled.get(p, 0)
-        )
         # GPUs each team runs above its entitlement (what a reclaim may take), kept as the
-        # cycle starts and evicts work: asked for every victim a search looks at.
+        # cycle starts and evicts work: asked for every victim a search looks at. The teams
+        # in it are the borrowers.
         self._rooms = {
             p: gpus - self.entitled.get(p, 0)
             for p, gpus in self.alloc.items()
             if gpus > self.entitled.get(p, 0)
         }
+        self.borrowers_set = frozenset(self._rooms)
         self._borrowers = len(self.borrowers_set)
         self._borrowed = sum(self.alloc[p] for p in self.borrowers_set)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
