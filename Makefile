@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/governance
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
 BENCH ?= tests/bench
 
-.PHONY: install run test lint format bench demo clean fuzz load faults flake-hunt plotly-bundle
+.PHONY: install native run test lint format bench demo clean fuzz load faults flake-hunt plotly-bundle
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The engine and the replay loop compiled with mypyc into var/native: same source, same
+# decisions, about twice as fast. Rebuilt when a compiled source changed (a quick check
+# otherwise); a failed build is reported and the engine runs as plain Python.
 install: $(VENV)/.installed
+	@$(PY) -m scheduler.native_build
+
+native: $(VENV)/.installed
+	$(PY) -m scheduler.native_build --force
 
 # This checkout's own settings (development mode, a generated secret key), so every manage.py
 # command of the README works here as printed. Never copied to a server: var/ is not tracked.
@@ -72,7 +79,7 @@ flake-hunt:
 	RUNS=$(RUNS) PART=$(PART) bash tests/flake_hunt.sh
 
 clean:
-	rm -rf $(VENV) var/db.sqlite3 var/staticfiles
+	rm -rf $(VENV) var/db.sqlite3 var/staticfiles var/native
 
 # The browser's Plotly: only the traces our figures draw (scatter, bar, sunburst), a quarter of
 # the full bundle, so a page with charts is drawn in about half a second on a first visit.

@@ -150,10 +150,10 @@ class BudgetTree:
             stack = [0]
             while stack:
                 node = nodes[stack.pop()]
-                project = node.project
-                if project is not None:
-                    if project in path:
-                        order.append(project)
+                leaf_project = node.project
+                if leaf_project is not None:
+                    if leaf_project in path:
+                        order.append(leaf_project)
                     continue
                 # Children are kept sorted by name, and the sort is stable: ties go by name.
                 kids = sorted(node.children, key=by_ratio)

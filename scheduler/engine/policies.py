@@ -46,10 +46,11 @@ class CycleInputs:
 class PolicyView:
     """One cycle of a policy. The defaults describe a policy that never preempts."""
 
-    #: groups in the order their pending work is offered capacity
-    groups: list[str]
-    #: groups offered capacity before everyone else, up to their guarantee
-    guaranteed: list[str] = []
+    def __init__(self) -> None:
+        #: groups in the order their pending work is offered capacity
+        self.groups: list[str] = [""]
+        #: groups offered capacity before everyone else, up to their guarantee
+        self.guaranteed: list[str] = []
 
     def within_guarantee(self, job: Job) -> bool:
         """Would ``job`` keep its group within what the policy guarantees it?"""
@@ -172,6 +173,7 @@ def _gpu_words(n: float) -> str:
 
 class _FairShareView(PolicyView):
     def __init__(self, inputs: CycleInputs, ranking: Ranking) -> None:
+        super().__init__()
         self.inputs = inputs
         self.tree = inputs.tree
         self.ranking = ranking
@@ -369,6 +371,7 @@ class FairShare(Policy):
 
 class _QuotaView(PolicyView):
     def __init__(self, inputs: CycleInputs) -> None:
+        super().__init__()
         self.deserved = inputs.tree.deserved_gpus(inputs.healthy_gpus)
         self.alloc = dict(inputs.charged_allocated)
         self.evictable = inputs.evictable
@@ -454,6 +457,7 @@ class Quota(Policy):
 
 class _PartitionView(PolicyView):
     def __init__(self, inputs: CycleInputs) -> None:
+        super().__init__()
         self.caps = inputs.tree.entitled_gpus(inputs.healthy_gpus)
         self.alloc = dict(inputs.allocated)
         caps, alloc = self.caps, self.alloc
@@ -498,7 +502,7 @@ class Partition(Policy):
 
 
 class _FifoView(PolicyView):
-    groups = [""]
+    """One queue in submit order (the view's default single group)."""
 
     def project_phrase(self, project: str) -> str:
         return "one queue in submit order"

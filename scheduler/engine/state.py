@@ -17,6 +17,7 @@ reservation timer, same project order) returns at once.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping
 
@@ -68,6 +69,7 @@ class Scheduler:
         self.params = params or PolicyParams()
         self.incremental = incremental
         self.capacity = Capacity(nodes)
+        self._budget_root = budget_root
         self.tree = BudgetTree(budget_root)
         #: id -> RunningWorkload for every running workload (read-only for drivers)
         self.running: dict[str, RunningWorkload] = {}
@@ -179,11 +181,38 @@ class Scheduler:
 
     def set_budget(self, budget_root: BudgetNode | None) -> None:
         """Replace the budget tree (an allocation change was applied)."""
+        self._budget_root = budget_root
         self.tree = BudgetTree(budget_root)
         for job in self._pending.values():
             job.fail_pos = -1  # victim eligibility may have changed for everyone
             job.clear_pos = -1
         self._dirty = True
+
+    def rebuilt(self) -> Scheduler:
+        """A new scheduler holding what this one holds, as a driver that rebuilds the engine
+        from its records passes it (the live loop does, every cycle).
+
+        It gets the nodes and their states, the budget, a fresh policy of the same kind and
+        the same parameters, the running work where it runs and the pending work in its
+        order, each with what the engine remembered of it (preemptions suffered, when it was
+        last queued, since when it waits blocked). Nothing memoised is carried: memos only
+        save time, so the next cycles decide what this scheduler's would.
+        """
+        fresh = Scheduler(
+            [Node(rec.name, rec.gpus) for rec in self.capacity.nodes],
+            self._budget_root,
+            policy=type(self.policy)(),
+            params=self.params,
+            incremental=self.incremental,
+        )
+        for job in self._run.values():
+            fresh.add_running(_as_remembered(job), dict(job.placement), job.start)
+        for rec in self.capacity.nodes:
+            if rec.state != NodeState.HEALTHY:
+                fresh.set_node_state(rec.name, rec.state, force=rec.force)
+        for job in self._pending.values():
+            fresh.submit(_as_remembered(job))
+        return fresh
 
     # ------------------------------------------------------------------ introspection
 
@@ -452,3 +481,10 @@ class Scheduler:
                     self.capacity.refresh(rec)
                     self.capacity.state_changed()
                     result.drained.append(rec.name)
+
+
+def _as_remembered(job: Job) -> Workload:
+    """``job``'s workload carrying what the engine remembered of it (see ``Workload``)."""
+    return dataclasses.replace(
+        job.w, preemptions=job.preempted, queued_at=job.queued_at, blocked_since=job.head_since
+    )

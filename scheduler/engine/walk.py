@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from scheduler.engine import reasons as words
@@ -52,7 +52,7 @@ class Walk:
 
     # -- the walk
 
-    def run(self, order: list[str], guaranteed: list[str] = ()) -> None:
+    def run(self, order: list[str], guaranteed: Sequence[str] = ()) -> None:
         """Offer capacity to each group's shape heads in policy order.
 
         ``guaranteed`` groups first get what keeps them within their guarantee (the

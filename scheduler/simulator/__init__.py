@@ -5,7 +5,13 @@ Modules: ``traces`` (load and validate traces), ``budgets`` (budget trees), ``co
 (default minimum runtime and resumability), ``ledger`` (hourly accounting and the usage
 window), ``replay`` (the event loop), ``metrics`` (owed, delivered, waits…), ``timeline``
 (Plotly figures), ``report`` (comparison runs, metrics.json, the table), ``durations``.
+The replay's hot modules load from the native build when there is one (``scheduler.engine.native``).
 """
+
+from scheduler.engine.native import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
 
 from scheduler.simulator.budgets import Budget, BudgetError, load_budgets, parse_budgets
 from scheduler.simulator.contract import ContractRule

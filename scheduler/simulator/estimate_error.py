@@ -1,8 +1,9 @@
 """How far the queue page's estimated start is from the real start, measured on a trace.
 
 The trace is replayed as usual. For a sample of its jobs, right after the cycle that first
-saw one (if it still waits, as the page would then show an estimate), the engine is copied
-and run forward with ``forward_starts`` — the page's own algorithm: declared work (here the
+saw one (if it still waits, as the page would then show an estimate), the engine is rebuilt
+from its state as the page rebuilds it from the database (``Scheduler.rebuilt``) and run
+forward with ``forward_starts`` — the page's own algorithm: declared work (here the
 trace's durations, so only the page's other assumptions are measured: nothing new arrives,
 the usage window stands still), preemptions, reservations. The estimate is compared with
 when the replay really started the job.
@@ -10,7 +11,6 @@ when the replay really started the job.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -41,11 +41,15 @@ class EstimateSample:
         return abs(self.estimate - self.actual)
 
 
-class _Probe(Scheduler):
-    """The engine, plus an estimate for each sampled job after the cycle that saw it."""
+class _Probe:
+    """The engine, plus an estimate for each sampled job after the cycle that saw it.
 
-    def __init__(self, *args, durations, resumable, sampled, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    A wrapper (the replay calls ``submit``, ``finish``, ``cycle`` and reads the rest from the
+    engine): the native build's classes cannot be subclassed from plain Python.
+    """
+
+    def __init__(self, sched: Scheduler, *, durations, resumable, sampled) -> None:
+        self.sched = sched
         self.durations = durations
         self.resumable = resumable
         self.sampled = sampled
@@ -53,19 +57,21 @@ class _Probe(Scheduler):
         self.started: dict[str, float] = {}
         self.done: dict[str, float] = {}
         self.estimates: dict[str, float | None] = {}
-        self.probing = True
+
+    def __getattr__(self, name):
+        return getattr(self.sched, name)
 
     def submit(self, workload) -> None:
-        super().submit(workload)
-        if self.probing and workload.id in self.sampled:
+        self.sched.submit(workload)
+        if workload.id in self.sampled:
             self.fresh.append(workload.id)
 
     def finish(self, workload_id: str) -> None:
-        super().finish(workload_id)
+        self.sched.finish(workload_id)
         self.started.pop(workload_id, None)
 
     def cycle(self, now, usage, explain=False):
-        result = super().cycle(now, usage, explain)
+        result = self.sched.cycle(now, usage, explain)
         for preemption in result.preemptions:
             start = self.started.pop(preemption.workload_id, None)
             if start is not None and self.resumable.get(preemption.workload_id):
@@ -74,21 +80,18 @@ class _Probe(Scheduler):
                 )
         for start in result.starts:
             self.started[start.workload_id] = now
-        if self.probing:
-            for workload_id in self.fresh:
-                if workload_id in self._pending:
-                    self.estimates[workload_id] = self._estimate(now, usage, workload_id)
-            self.fresh = []
+        pending = set(self.sched.pending_ids()) if self.fresh else set()
+        for workload_id in self.fresh:
+            if workload_id in pending:
+                self.estimates[workload_id] = self._estimate(now, usage, workload_id)
+        self.fresh = []
         return result
 
     def _estimate(self, now: float, usage, target: str) -> float | None:
-        # The copy shares the read-only tables and starts with empty probe records.
-        memo = {id(t): t for t in (self.durations, self.resumable, self.sampled)}
-        memo[id(self.estimates)] = {}
-        clone = copy.deepcopy(self, memo)
-        clone.probing = False
+        # The page's engine is rebuilt from the database: the same state, no memos.
+        clone = self.sched.rebuilt()
         remaining = {}
-        for workload_id in list(clone._pending) + list(clone.running):
+        for workload_id in [*clone.pending_ids(), *clone.running]:
             left = self.durations[workload_id] - self.done.get(workload_id, 0.0)
             if workload_id in clone.running:
                 left -= now - self.started.get(workload_id, now)
@@ -117,10 +120,7 @@ def estimate_errors(trace, budgets, config: ReplayConfig, *, samples: int = 300)
 
     def factory(nodes, budget_root, policy, params):
         probe = _Probe(
-            nodes,
-            budget_root,
-            policy=make_policy(policy),
-            params=params,
+            Scheduler(nodes, budget_root, policy=make_policy(policy), params=params),
             durations=durations,
             resumable=resumable,
             sampled=sampled,

@@ -287,6 +287,7 @@ def replay(
         ledger.change(rec.project, t, **{k: -v for k, v in lane.items()})
         for row in rec.run_rows:
             free_slots[row // gpn].append(row % gpn)
+        assert rec.run_start is not None  # it ran: set when it started
         if record_runs:
             runs.append(
                 Run(
@@ -360,6 +361,7 @@ def replay(
         for order in result.preemptions:
             j = by_id[order.workload_id]
             rec = jobs[j]
+            assert rec.run_start is not None  # it runs: set when it started
             ran = t - rec.run_start
             if rec.resumable:
                 saved = min(math.floor(ran / ckpt) * ckpt, rec.remaining)

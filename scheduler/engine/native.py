@@ -1,0 +1,77 @@
+"""Use the native build of the engine when there is one for exactly these sources.
+
+The engine and the simulator's replay loop are plain Python. ``make native`` (part of ``make
+install``) also compiles them with mypyc into ``var/native/`` — the same source, the same
+decisions, about twice as fast. A package that has native modules calls ``extend_path`` from
+its ``__init__``: the build directory then comes first on the package's search path, so its
+submodules load from the build.
+
+The build is used only when every source it was compiled from is unchanged (a SHA-256 per
+file, written by the build in ``manifest.json``): after an edit the engine runs as plain
+Python until ``make native`` runs again, never a stale binary. ``ENGINE_NATIVE=0`` in the
+environment turns the build off (to compare, or to debug in plain Python).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = ROOT / "var" / "native"
+MANIFEST = BUILD_DIR / "manifest.json"
+
+logger = logging.getLogger(__name__)
+
+_verdict: bool | None = None  # one verdict per process: all native modules or none
+
+
+def source_digest(path: Path) -> str:
+    """SHA-256 of a source file, as the build records it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build_matches(manifest: Path = MANIFEST, root: Path = ROOT) -> bool:
+    """True when ``manifest`` exists and every source it lists is unchanged under ``root``."""
+    try:
+        recorded = json.loads(manifest.read_text())["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(recorded, dict) or not recorded:
+        return False
+    for relative, digest in recorded.items():
+        path = root / relative
+        if not path.is_file() or source_digest(path) != digest:
+            logger.warning(
+                "The native engine was built from other sources (%s changed): running plain "
+                "Python. `make native` rebuilds it.",
+                relative,
+            )
+            return False
+    return True
+
+
+def enabled() -> bool:
+    """Whether this process loads the native modules (decided once, on first use)."""
+    global _verdict
+    if _verdict is None:
+        _verdict = os.environ.get("ENGINE_NATIVE", "1") != "0" and build_matches()
+    return _verdict
+
+
+def extend_path(path: list[str], package: str) -> list[str]:
+    """``path`` with the package's build directory first when the native build is used."""
+    if not enabled():
+        return path
+    built = BUILD_DIR.joinpath(*package.split("."))
+    if not built.is_dir():
+        return path
+    return [str(built), *path]
+
+
+def loaded(module) -> bool:
+    """True when ``module`` was loaded from the native build (a compiled extension)."""
+    return not str(getattr(module, "__file__", "")).endswith(".py")

@@ -1,0 +1,90 @@
+"""The native build of the engine: loaded only for its own sources, and it decides the same.
+
+``make install`` compiles the engine and the replay loop with mypyc (``scheduler.native_build``);
+``scheduler.engine.native`` loads that build only while every compiled source is unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scheduler import native_build
+from scheduler.engine import native
+from tests.bench.replay_digest import digest
+
+ROOT = native.ROOT
+
+
+def _module_name(relative) -> str:
+    return ".".join(relative.with_suffix("").parts)
+
+
+def test_the_engine_and_the_replay_loop_run_from_the_native_build():
+    assert native.enabled(), (
+        "the native build is missing or was built from other sources: run `make native` and "
+        "read what it prints (it needs a C compiler and mypyc)"
+    )
+    names = [_module_name(path) for path in native_build.sources()]
+    assert "scheduler.engine.walk" in names and "scheduler.simulator.replay" in names
+    plain = [name for name in names if not native.loaded(importlib.import_module(name))]
+    assert plain == []
+
+
+@pytest.mark.parametrize("policy", ["fairshare", "quota", "partition", "fifo"])
+def test_the_native_build_and_plain_python_take_the_same_decisions(policy):
+    """The first 3,000 Philly jobs on 64 GPUs (preemptions, gangs, a backlog), replayed here
+    by the native build and in a plain-Python process: every run and preemption hashed."""
+    spec = f"{policy}:64:3000"
+    env = {**os.environ, "ENGINE_NATIVE": "0"}
+    script = (
+        "import importlib, sys\n"
+        "from tests.bench.replay_digest import digest\n"
+        "assert importlib.import_module('scheduler.engine.walk').__file__.endswith('.py')\n"
+        f"print(digest('{policy}', 64, 3000)[0])\n"
+    )
+    plain = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert native.enabled(), spec
+    assert plain.stdout.strip() == digest(policy, 64, 3000)[0]
+
+
+def test_a_build_from_other_sources_is_not_used(tmp_path):
+    source = tmp_path / "scheduler" / "engine" / "walk.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("X = 1\n")
+    manifest = tmp_path / "manifest.json"
+
+    assert not native.build_matches(manifest, tmp_path)  # no build at all
+
+    manifest.write_text("{not json")
+    assert not native.build_matches(manifest, tmp_path)
+    manifest.write_text(json.dumps({"sources": {}}))
+    assert not native.build_matches(manifest, tmp_path)
+
+    recorded = {"scheduler/engine/walk.py": native.source_digest(source)}
+    manifest.write_text(json.dumps({"sources": recorded}))
+    assert native.build_matches(manifest, tmp_path)
+
+    source.write_text("X = 2\n")  # edited after the build: plain Python until rebuilt
+    assert not native.build_matches(manifest, tmp_path)
+
+    source.unlink()
+    assert not native.build_matches(manifest, tmp_path)
+
+
+def test_without_a_build_the_package_path_is_left_alone(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_verdict", False)
+    path = [str(tmp_path)]
+    assert native.extend_path(path, "scheduler.engine") == path
+
+    monkeypatch.setattr(native, "_verdict", True)
+    monkeypatch.setattr(native, "BUILD_DIR", tmp_path / "nothing-built-here")
+    assert native.extend_path(path, "scheduler.engine") == path
