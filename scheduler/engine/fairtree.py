@@ -12,6 +12,7 @@ they rank after every budgeted project, among themselves by usage (lowest first)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -129,45 +130,18 @@ class BudgetTree:
         ``usage`` is charged GPU-seconds per project over the window; it is summed up the
         tree here. Cost is linear in the tree size (plus sorting siblings).
         """
-        nodes = self.nodes
-        n = len(nodes)
-        node_usage = [0.0] * n
-        get = usage.get
         project_usage: dict[str, float] = {}
-        for project, leaf in self.leaf_of.items():
-            u = project_usage[project] = float(get(project, 0.0))
-            node_usage[leaf] = u
-        # Children always come after their parent in ``nodes``: sum bottom-up in reverse.
-        for index in range(n - 1, 0, -1):
-            node_usage[nodes[index].parent] += node_usage[index]
-        inf = float("inf")
-        ratio = [u / s if s > 0 else inf for u, s in zip(node_usage, self._shares, strict=True)]
-        sibling_rank = [0] * n
-        order: list[str] = []
-        path = self.path
-        if n:
-            by_ratio = ratio.__getitem__
-            stack = [0]
-            while stack:
-                node = nodes[stack.pop()]
-                leaf_project = node.project
-                if leaf_project is not None:
-                    if leaf_project in path:
-                        order.append(leaf_project)
-                    continue
-                # Children are kept sorted by name, and the sort is stable: ties go by name.
-                kids = sorted(node.children, key=by_ratio)
-                for position, child in enumerate(kids):
-                    sibling_rank[child] = position
-                kids.reverse()
-                stack.extend(kids)
-        extra_projects = {p for p in extra if p not in path}
-        if extra_projects:
-            unbudgeted = sorted(extra_projects, key=lambda p: (float(get(p, 0.0)), p))
-            for project in unbudgeted:
-                project_usage[project] = float(get(project, 0.0))
-            order.extend(unbudgeted)
-        total = sum(float(u) for u in usage.values()) if usage else 0.0
+        node_usage = self._node_usage(usage, project_usage)
+        ratio = self._ratios(node_usage)
+        sibling_rank = [0] * len(node_usage)
+        order = self._budgeted_order(ratio, sibling_rank)
+        unbudgeted = self._unbudgeted(usage, extra)
+        for project in unbudgeted:
+            project_usage[project] = float(usage.get(project, 0.0))
+        order.extend(unbudgeted)
+        total = 0.0
+        for u in usage.values():
+            total += float(u)
         return Ranking(
             order=order,
             rank={p: i for i, p in enumerate(order)},
@@ -177,6 +151,70 @@ class BudgetTree:
             project_usage=project_usage,
             total_usage=total,
         )
+
+    def order(self, usage: Mapping[str, float], extra: Iterable[str] = ()) -> list[str]:
+        """``rank(usage, extra).order`` alone, at a fraction of the cost (a scheduler asks
+        it when only time has passed, to learn whether the order moved)."""
+        order = self._budgeted_order(self._ratios(self._node_usage(usage, None)), None)
+        order.extend(self._unbudgeted(usage, extra))
+        return order
+
+    def _node_usage(
+        self, usage: Mapping[str, float], project_usage: dict[str, float] | None
+    ) -> list[float]:
+        """Usage per tree node: each leaf's project's, summed up the tree."""
+        nodes = self.nodes
+        node_usage = [0.0] * len(nodes)
+        for project, leaf in self.leaf_of.items():
+            u = float(usage.get(project, 0.0))
+            node_usage[leaf] = u
+            if project_usage is not None:
+                project_usage[project] = u
+        # Children always come after their parent in ``nodes``: sum bottom-up in reverse.
+        for index in range(len(nodes) - 1, 0, -1):
+            node_usage[nodes[index].parent] += node_usage[index]
+        return node_usage
+
+    def _ratios(self, node_usage: list[float]) -> list[float]:
+        """Usage divided by raw share per node (``inf`` for a zero share)."""
+        shares = self._shares
+        ratio = [0.0] * len(node_usage)
+        for index in range(len(node_usage)):
+            share = shares[index]
+            ratio[index] = node_usage[index] / share if share > 0 else math.inf
+        return ratio
+
+    def _budgeted_order(self, ratio: list[float], sibling_rank: list[int] | None) -> list[str]:
+        """Budgeted projects depth first, siblings by ratio (ties by name: children are kept
+        sorted by name and the sort is stable); fills ``sibling_rank`` when given."""
+        nodes = self.nodes
+        path = self.path
+        order: list[str] = []
+        if not nodes:
+            return order
+        stack = [0]
+        while stack:
+            node = nodes[stack.pop()]
+            leaf_project = node.project
+            if leaf_project is not None:
+                if leaf_project in path:
+                    order.append(leaf_project)
+                continue
+            kids = sorted(node.children, key=ratio.__getitem__)
+            if sibling_rank is not None:
+                for position, child in enumerate(kids):
+                    sibling_rank[child] = position
+            kids.reverse()
+            stack.extend(kids)
+        return order
+
+    def _unbudgeted(self, usage: Mapping[str, float], extra: Iterable[str]) -> list[str]:
+        """The projects of ``extra`` without a budget, least usage first, then by name."""
+        path = self.path
+        extra_projects = {p for p in extra if p not in path}
+        if not extra_projects:
+            return []
+        return sorted(extra_projects, key=lambda p: (float(usage.get(p, 0.0)), p))
 
 
 def _whole_gpus(deserved: dict[str, float]) -> dict[str, int]:

@@ -51,6 +51,8 @@ class PolicyView:
         self.groups: list[str] = [""]
         #: groups offered capacity before everyone else, up to their guarantee
         self.guaranteed: list[str] = []
+        #: the part of the order that usage alone moves (``Policy.usage_order``)
+        self.usage_order: list[str] | None = None
 
     def within_guarantee(self, job: Job) -> bool:
         """Would ``job`` keep its group within what the policy guarantees it?"""
@@ -161,6 +163,18 @@ class Policy:
         """Build this cycle's view."""
         raise NotImplementedError
 
+    def usage_order(
+        self, tree: BudgetTree, usage: Mapping[str, float], projects: list[str]
+    ) -> list[str] | None:
+        """What of a cycle's group order the window's usage alone can change (None: usage
+        orders nothing). The view of a cycle reports the same as ``PolicyView.usage_order``.
+
+        Between cycles in which nothing was submitted, started, finished or changed, only
+        time passes and usage grows; comparing this with the last view's tells the scheduler
+        whether the order moved, without building a view.
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"<Policy {self.name}>"
 
@@ -178,6 +192,7 @@ class _FairShareView(PolicyView):
         self.tree = inputs.tree
         self.ranking = ranking
         self.groups = ranking.order
+        self.usage_order = ranking.order
         self.alloc = dict(inputs.charged_allocated)
         self.debug_alloc = dict(inputs.debug_allocated)
         # Whole GPUs that add up to the cluster (largest remainder, see the tree).
@@ -367,6 +382,11 @@ class FairShare(Policy):
     def begin(self, inputs: CycleInputs) -> PolicyView:
         ranking = inputs.tree.rank(inputs.usage, inputs.projects)
         return _FairShareView(inputs, ranking)
+
+    def usage_order(
+        self, tree: BudgetTree, usage: Mapping[str, float], projects: list[str]
+    ) -> list[str] | None:
+        return tree.order(usage, projects)
 
 
 class _QuotaView(PolicyView):

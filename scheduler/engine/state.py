@@ -99,6 +99,7 @@ class Scheduler:
         self._seq = 0
         self._dirty = True
         self._last_order: tuple[list[str], list[str]] | None = None
+        self._last_usage_order: list[str] | None = None
         self._next_timer = float("inf")
         self._last_cycle = float("-inf")
 
@@ -250,11 +251,25 @@ class Scheduler:
         self._release_deadlines(now)
         requeue: list[Job] = []
         self._drain(now, result, requeue)
+        projects = sorted(self._work_per_project)
+        if (
+            self.incremental
+            and not explain
+            and not self._dirty
+            and not requeue
+            and now < self._next_timer
+            and now - self._last_cycle < params.preemption_recheck
+            and self._last_order is not None
+            and self.policy.usage_order(self.tree, usage, projects) == self._last_usage_order
+        ):
+            # Only time passed and the order usage makes is the same: so is the whole
+            # group order, and this cycle would be quiet (below) without building a view.
+            return result
 
         inputs = CycleInputs(
             tree=self.tree,
             usage=usage,
-            projects=sorted(self._work_per_project),
+            projects=projects,
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
             debug_allocated=self._debug_alloc,
@@ -264,6 +279,7 @@ class Scheduler:
             params=params,
         )
         view = self.policy.begin(inputs)
+        self._last_usage_order = view.usage_order
         order = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
         first = [g for g in view.guaranteed if (0, g) in self._queues]
         quiet = (
