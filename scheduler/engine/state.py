@@ -39,6 +39,7 @@ from scheduler.engine.walk import Walk
 
 _QueueKey = tuple[int, str]  # (lane, group)
 _Shape = tuple[int, int]  # (gpus, nodes)
+QueueEntry = tuple[tuple, int, str]  # (order key, sequence number, workload id) in a shape heap
 
 
 class Scheduler:
@@ -75,7 +76,7 @@ class Scheduler:
         self.running: dict[str, RunningWorkload] = {}
         self._pending: dict[str, Job] = {}
         self._run: dict[str, Job] = {}
-        self._queues: dict[_QueueKey, dict[_Shape, list]] = {}
+        self._queues: dict[_QueueKey, dict[_Shape, list[QueueEntry]]] = {}
         self._work_per_project: dict[str, int] = {}
         self._alloc: dict[str, int] = {}
         self._charged_alloc: dict[str, int] = {}
@@ -365,7 +366,7 @@ class Scheduler:
         else:
             self._work_per_project.pop(project, None)
 
-    def _head(self, heap: list) -> Job | None:
+    def _head(self, heap: list[QueueEntry]) -> Job | None:
         """The live head of a shape heap, dropping stale entries (cancelled, started)."""
         pending = self._pending
         while heap:

@@ -17,7 +17,7 @@ from scheduler.engine.preemption import VictimChoice, gang_search, single_node_s
 from scheduler.engine.records import Job, lost_gpu_seconds
 
 if TYPE_CHECKING:
-    from scheduler.engine.state import Scheduler
+    from scheduler.engine.state import QueueEntry, Scheduler
 
 _Shape = tuple[int, int]  # (gpus, nodes)
 
@@ -96,7 +96,7 @@ class Walk:
         for key in [k for k, shapes in queues.items() if not shapes]:
             del queues[key]
 
-    def _group_may_preempt(self, group: str, shapes: dict[_Shape, list]) -> bool:
+    def _group_may_preempt(self, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
         """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive."""
         s = self.s
         if s._evictable and self.view.group_may_reclaim(group):
@@ -111,7 +111,7 @@ class Walk:
         return False
 
     def _walk_group(
-        self, lane: int, group: str, shapes: dict[_Shape, list], guaranteed_only: bool = False
+        self, lane: int, group: str, shapes: dict[_Shape, list[QueueEntry]], guaranteed_only: bool = False
     ) -> None:
         """Try the group's shape heads in key order. ``guaranteed_only``: only work the
         policy's ``within_guarantee`` admits; the rest waits for the ordinary pass."""
