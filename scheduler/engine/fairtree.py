@@ -32,7 +32,6 @@ class TreeNode:
     project: str | None = None
 
 
-@dataclass(slots=True)
 class Ranking:
     """One cycle's Fair Tree result.
 
@@ -41,13 +40,25 @@ class Ranking:
     ``ratio`` are per tree node (usage / raw share; ``inf`` for a zero share).
     """
 
-    order: list[str]
-    rank: dict[str, int]
-    usage: list[float]
-    ratio: list[float]
-    sibling_rank: list[int]
-    project_usage: dict[str, float]
-    total_usage: float
+    # A plain class, not a dataclass: built every cycle (see ``CycleInputs``).
+    def __init__(
+        self,
+        *,
+        order: list[str],
+        rank: dict[str, int],
+        usage: list[float],
+        ratio: list[float],
+        sibling_rank: list[int],
+        project_usage: dict[str, float],
+        total_usage: float,
+    ) -> None:
+        self.order = order
+        self.rank = rank
+        self.usage = usage
+        self.ratio = ratio
+        self.sibling_rank = sibling_rank
+        self.project_usage = project_usage
+        self.total_usage = total_usage
 
 
 class BudgetTree:

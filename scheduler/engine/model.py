@@ -164,7 +164,6 @@ class Preemption:
     kind: Literal["preempt", "drain"] = "preempt"
 
 
-@dataclass(slots=True)
 class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
@@ -173,9 +172,18 @@ class CycleResult:
     of its project's turn to when that wait began (see ``Workload.blocked_since``).
     """
 
-    starts: list[Start] = field(default_factory=list)
-    preemptions: list[Preemption] = field(default_factory=list)
-    drained: list[str] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    blocked_since: dict[str, float] = field(default_factory=dict)
+    # A plain class, not a dataclass: one is built every cycle, and the native build compiles
+    # an __init__ written out (a dataclass's is generated as plain Python at import).
+    def __init__(self) -> None:
+        self.starts: list[Start] = []
+        self.preemptions: list[Preemption] = []
+        self.drained: list[str] = []
+        self.reasons: dict[str, str] = {}
+        self.order: list[str] = []
+        self.blocked_since: dict[str, float] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"CycleResult(starts={self.starts!r}, preemptions={self.preemptions!r}, "
+            f"drained={self.drained!r})"
+        )

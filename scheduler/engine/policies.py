@@ -10,7 +10,6 @@ work so later decisions in the same cycle see earlier ones.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.engine.model import PolicyParams, Workload
@@ -21,7 +20,6 @@ POLICIES: tuple[str, ...] = ("fairshare", "quota", "partition", "fifo")
 _LEVEL_WORDS = ("organization", "program", "group")
 
 
-@dataclass(slots=True)
 class CycleInputs:
     """What a policy may look at when a cycle begins.
 
@@ -31,16 +29,32 @@ class CycleInputs:
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
     """
 
-    tree: BudgetTree
-    usage: Mapping[str, float]
-    projects: list[str]
-    allocated: dict[str, int]
-    charged_allocated: dict[str, int]
-    evictable: dict[str, int]
-    healthy_gpus: int
-    now: float
-    debug_allocated: dict[str, int] = field(default_factory=dict)
-    params: PolicyParams = field(default_factory=PolicyParams)
+    # A plain class, not a dataclass: built every cycle, and the native build compiles an
+    # __init__ written out (a dataclass's is generated as plain Python at import).
+    def __init__(
+        self,
+        *,
+        tree: BudgetTree,
+        usage: Mapping[str, float],
+        projects: list[str],
+        allocated: dict[str, int],
+        charged_allocated: dict[str, int],
+        evictable: dict[str, int],
+        healthy_gpus: int,
+        now: float,
+        debug_allocated: dict[str, int] | None = None,
+        params: PolicyParams | None = None,
+    ) -> None:
+        self.tree = tree
+        self.usage = usage
+        self.projects = projects
+        self.allocated = allocated
+        self.charged_allocated = charged_allocated
+        self.evictable = evictable
+        self.healthy_gpus = healthy_gpus
+        self.now = now
+        self.debug_allocated: dict[str, int] = {} if debug_allocated is None else debug_allocated
+        self.params: PolicyParams = PolicyParams() if params is None else params
 
 
 class PolicyView:

@@ -111,7 +111,11 @@ class Walk:
         return False
 
     def _walk_group(
-        self, lane: int, group: str, shapes: dict[_Shape, list[QueueEntry]], guaranteed_only: bool = False
+        self,
+        lane: int,
+        group: str,
+        shapes: dict[_Shape, list[QueueEntry]],
+        guaranteed_only: bool = False,
     ) -> None:
         """Try the group's shape heads in key order. ``guaranteed_only``: only work the
         policy's ``within_guarantee`` admits; the rest waits for the ordinary pass."""
