@@ -176,8 +176,9 @@ class BudgetTree:
         """Usage per tree node: each leaf's project's, summed up the tree."""
         nodes = self.nodes
         node_usage = [0.0] * len(nodes)
+        by_project = _as_dict(usage)
         for project, leaf in self.leaf_of.items():
-            u = float(usage.get(project, 0.0))
+            u = float(by_project.get(project, 0.0))
             node_usage[leaf] = u
             if project_usage is not None:
                 project_usage[project] = u
@@ -211,7 +212,7 @@ class BudgetTree:
                 if leaf_project in path:
                     order.append(leaf_project)
                 continue
-            kids = sorted(node.children, key=ratio.__getitem__)
+            kids = _by_ratio(node.children, ratio)
             if sibling_rank is not None:
                 for position, child in enumerate(kids):
                     sibling_rank[child] = position
@@ -225,7 +226,34 @@ class BudgetTree:
         extra_projects = {p for p in extra if p not in path}
         if not extra_projects:
             return []
-        return sorted(extra_projects, key=lambda p: (float(usage.get(p, 0.0)), p))
+        by_project = _as_dict(usage)
+        return sorted(extra_projects, key=lambda p: (float(by_project.get(p, 0.0)), p))
+
+
+def _as_dict(usage: Mapping[str, float]) -> dict[str, float]:
+    """``usage`` as a dict (itself when it is one: the native build reads dicts directly)."""
+    return usage if isinstance(usage, dict) else dict(usage)
+
+
+def _by_ratio(children: list[int], ratio: list[float]) -> list[int]:
+    """``children`` (kept in name order) sorted by ratio, stably: ties stay in name order.
+
+    Siblings are few in a budget tree, so an insertion sort on the numbers themselves beats
+    calling a key function per child; a wide level (a flat organization of many teams)
+    takes the library sort.
+    """
+    if len(children) > 16:
+        return sorted(children, key=ratio.__getitem__)
+    kids = list(children)
+    for i in range(1, len(kids)):
+        child = kids[i]
+        value = ratio[child]
+        j = i - 1
+        while j >= 0 and ratio[kids[j]] > value:
+            kids[j + 1] = kids[j]
+            j -= 1
+        kids[j + 1] = child
+    return kids
 
 
 def _whole_gpus(deserved: dict[str, float]) -> dict[str, int]:

@@ -78,6 +78,7 @@ class Scheduler:
         self._run: dict[str, Job] = {}
         self._queues: dict[_QueueKey, dict[_Shape, list[QueueEntry]]] = {}
         self._work_per_project: dict[str, int] = {}
+        self._projects: list[str] | None = None  # its keys sorted, until one comes or goes
         self._alloc: dict[str, int] = {}
         self._charged_alloc: dict[str, int] = {}
         self._debug_alloc: dict[str, int] = {}  # charged running debug-class GPUs
@@ -252,7 +253,9 @@ class Scheduler:
         self._release_deadlines(now)
         requeue: list[Job] = []
         self._drain(now, result, requeue)
-        projects = sorted(self._work_per_project)
+        projects = self._projects
+        if projects is None:
+            projects = self._projects = sorted(self._work_per_project)
         if (
             self.incremental
             and not explain
@@ -362,9 +365,11 @@ class Scheduler:
     def _touch_project(self, project: str, delta: int) -> None:
         count = self._work_per_project.get(project, 0) + delta
         if count > 0:
+            if project not in self._work_per_project:
+                self._projects = None
             self._work_per_project[project] = count
-        else:
-            self._work_per_project.pop(project, None)
+        elif self._work_per_project.pop(project, None) is not None:
+            self._projects = None
 
     def _head(self, heap: list[QueueEntry]) -> Job | None:
         """The live head of a shape heap, dropping stale entries (cancelled, started)."""

@@ -103,10 +103,9 @@ class Walk:
             return True
         if group not in s._evictable:
             return False
-        worst = self._own_worst(group)
         for heap in shapes.values():
             job = s._head(heap)
-            if job is not None and (-job.w.priority, job.mr) < worst:
+            if job is not None and self._may_evict_own(job):
                 return True
         return False
 
@@ -277,12 +276,16 @@ class Walk:
         s = self.s
         if s.policy.free_lane and s._free_running:
             return True
-        if job.project in s._evictable and self._own_worst(job.project) > (
-            -job.w.priority,
-            job.mr,
-        ):
+        if job.project in s._evictable and self._may_evict_own(job):
             return True
         return bool(s._evictable) and self.view.may_reclaim(job)
+
+    def _may_evict_own(self, job: Job) -> bool:
+        """Does ``job``'s project run evictable work of a lower class than ``job`` (class:
+        priority, then minimum runtime; a project's own work yields only to a higher one)?"""
+        worst_priority, worst_mr = self._own_worst(job.project)
+        own = -job.w.priority
+        return worst_priority > own or (worst_priority == own and worst_mr > job.mr)
 
     def _own_worst(self, project: str) -> tuple[int, float]:
         """The lowest class (priority, minimum runtime) among a project's evictable work."""
@@ -306,10 +309,7 @@ class Walk:
         sources = []
         if s.policy.free_lane and s._free_running:
             sources.append(self._pool_of(None))
-        if job.project in s._evictable and self._own_worst(job.project) > (
-            -job.w.priority,
-            job.mr,
-        ):
+        if job.project in s._evictable and self._may_evict_own(job):
             sources.append(self._pool_of(job.project))
         if view.may_reclaim(job):
             for project in sorted(s._evictable):
