@@ -90,6 +90,8 @@ class Scheduler:
         # per project: how many evictable workloads of each class (-priority, min runtime),
         # so the lowest class a project could evict of its own costs a look at a few keys
         self._evictable_classes: dict[str, dict[tuple[int, float], int]] = {}
+        # per project: the lowest of those classes, until they change (see Walk._own_worst)
+        self._worst_class: dict[str, tuple[int, float]] = {}
         self._free_running: dict[str, Job] = {}
         self._draining: set[int] = set()
         # Node positions whose free GPUs or preemptible work grew, in order: a failed
@@ -436,6 +438,7 @@ class Scheduler:
             del bucket[job.id]
             self._evictable_gpus[job.project] -= job.gpus
             classes = self._evictable_classes[job.project]
+            self._worst_class.pop(job.project, None)
             cls = (-job.w.priority, job.mr)
             classes[cls] -= 1
             if not classes[cls]:
@@ -468,6 +471,7 @@ class Scheduler:
                     rec.hard -= 1
             self._evictable.setdefault(job.project, {})[job.id] = job
             classes = self._evictable_classes.setdefault(job.project, {})
+            self._worst_class.pop(job.project, None)
             cls = (-job.w.priority, job.mr)
             classes[cls] = classes.get(cls, 0) + 1
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus

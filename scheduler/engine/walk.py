@@ -46,7 +46,6 @@ class Walk:
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
         self._lost: dict[str, float] = {}
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
-        self._worst: dict[str, tuple[int, float]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
         self._by_use: list[tuple[int, int, NodeRec]] | None = None
 
@@ -288,15 +287,14 @@ class Walk:
         return worst_priority > own or (worst_priority == own and worst_mr > job.mr)
 
     def _own_worst(self, project: str) -> tuple[int, float]:
-        """The lowest class (priority, minimum runtime) among a project's evictable work."""
-        worst = self._worst.get(project)
+        """The lowest class (priority, minimum runtime) among a project's evictable work
+        (kept on the scheduler until the project's evictable work changes)."""
+        s = self.s
+        if not s.incremental:
+            return max((-j.w.priority, j.mr) for j in s._evictable[project].values())
+        worst = s._worst_class.get(project)
         if worst is None:
-            s = self.s
-            if s.incremental:
-                worst = max(s._evictable_classes[project])
-            else:
-                worst = max((-j.w.priority, j.mr) for j in s._evictable[project].values())
-            self._worst[project] = worst
+            worst = s._worst_class[project] = max(s._evictable_classes[project])
         return worst
 
     def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
