@@ -501,7 +501,12 @@ class Walk:
             if rec.gpus < job.per_node:
                 continue
             on_node = [s._run[w] for w in rec.running]
-            if not all(clearable(v) for v in on_node):
+            blocked = False
+            for v in on_node:
+                if not clearable(v):
+                    blocked = True
+                    break
+            if blocked:
                 continue
             cross: dict[str, int] = {}
             for v in on_node:
@@ -572,7 +577,7 @@ class Walk:
                 if rec.state == NodeState.HEALTHY:
                     used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
                     keyed.append((used, self._busy_until(rec), rec.idx, rec))
-            keyed.sort(key=lambda o: (o[0], o[1], o[2]))
+            keyed.sort()  # by use, then busy-until, then position: positions are unique
             self._by_use = [(used, idx, rec) for used, _, idx, rec in keyed]
             self.s._by_use = (self.cap.version, self._by_use)
         return self._by_use
