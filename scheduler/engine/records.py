@@ -52,7 +52,7 @@ class Job:
         self.nodes = nodes
         self.mr = mr
         self.charged = mr > 0
-        self.shape = (w.gpus, nodes)
+        self.shape: tuple[int, ...] = (w.gpus, nodes)  # (gpus, nodes): see state._Shape
         self.key: tuple = ()
         self.group = ""
         self.lane = 0

@@ -38,7 +38,9 @@ from scheduler.engine.records import Job, protection_seconds
 from scheduler.engine.walk import Walk
 
 _QueueKey = tuple[int, str]  # (lane, group)
-_Shape = tuple[int, int]  # (gpus, nodes)
+# (gpus, nodes); variable-length in the annotation so the native build keeps it a Python
+# tuple (a dict key), not a C struct boxed anew at every lookup
+_Shape = tuple[int, ...]
 QueueEntry = tuple[tuple, int, str]  # (order key, sequence number, workload id) in a shape heap
 
 

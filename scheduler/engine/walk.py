@@ -19,7 +19,9 @@ from scheduler.engine.records import Job, lost_gpu_seconds
 if TYPE_CHECKING:
     from scheduler.engine.state import QueueEntry, Scheduler
 
-_Shape = tuple[int, int]  # (gpus, nodes)
+# (gpus, nodes); variable-length in the annotation so the native build keeps it a Python
+# tuple (a dict key), not a C struct boxed anew at every lookup
+_Shape = tuple[int, ...]
 
 
 class Walk:
