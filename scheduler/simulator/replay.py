@@ -18,6 +18,7 @@ The engine requeues the preempted workload itself (``docs/engine-api.md``).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -201,6 +202,27 @@ def replay(
     scheduler_factory: SchedulerFactory | None = None,
     budget_changes: Sequence[tuple[float, Budget | None]] = (),
 ) -> ReplayResult:
+    """Replay ``trace`` (see ``_replay``); the collector's freeze is undone however it ends."""
+    try:
+        return _replay(
+            trace,
+            budgets,
+            config,
+            scheduler_factory=scheduler_factory,
+            budget_changes=budget_changes,
+        )
+    finally:
+        gc.unfreeze()
+
+
+def _replay(
+    trace: Trace,
+    budgets: Budget | None,
+    config: ReplayConfig,
+    *,
+    scheduler_factory: SchedulerFactory | None = None,
+    budget_changes: Sequence[tuple[float, Budget | None]] = (),
+) -> ReplayResult:
     """Replay ``trace`` on a cluster of ``config.gpus`` GPUs under ``config.policy``.
 
     Jobs asking for more GPUs than the cluster has are skipped (listed in ``skipped``). The
@@ -250,6 +272,9 @@ def replay(
             )
         )
     by_id = {rec.id: i for i, rec in enumerate(jobs)}
+    # The trace and its records live until the end: kept out of the collector's passes,
+    # which would otherwise walk every one of them again and again (decisions unchanged).
+    gc.freeze()
 
     node_names = [f"n{i:03d}" for i in range(config.nodes)]
     node_index = {name: i for i, name in enumerate(node_names)}
