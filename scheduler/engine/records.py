@@ -20,6 +20,7 @@ class Job:
         "clear_pos",
         "clear_room",
         "evictable",
+        "fail_held",
         "fail_pos",
         "fail_sig",
         "fail_time",
@@ -72,6 +73,8 @@ class Job:
         self.fail_pos = -1
         self.fail_sig: object = None
         self.fail_time = 0.0
+        # The nodes held for others when that search failed (see Walk._try).
+        self.fail_held: tuple[int, ...] = ()
         # Memo of the last failed attempt to clear whole nodes for this gang: the opportunity
         # log position then, how many nodes were admissible, and the other teams' room to be
         # reclaimed from (see Walk._clear_for_gang).

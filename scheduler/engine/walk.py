@@ -188,7 +188,13 @@ class Walk:
             # When the memo runs out, a search may find what the signature could not show
             # (and patience is weighed again): the scheduler must not sleep through that.
             s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
-        if memo_ok and job.fail_pos == log_len and not self.explain_on:
+        # A node held for someone when the job failed is free for it again when this walk
+        # has not (or not yet) held it: holds are made afresh in every walk.
+        released: list[int] = []
+        if memo_ok and job.fail_held:
+            reserved_now = self.reserved
+            released = [idx for idx in job.fail_held if idx not in reserved_now]
+        if memo_ok and job.fail_pos == log_len and not released and not self.explain_on:
             return False
         skip = self.reserved if lane == 0 else ()
         if job.nodes == 1:
@@ -213,7 +219,7 @@ class Walk:
             self._note(job, None)
             return False
         if preempts and self._may_find_victims(job):
-            only = s._opp_log[job.fail_pos :] if memo_ok and job.nodes == 1 else None
+            only = s._opp_log[job.fail_pos :] + released if memo_ok and job.nodes == 1 else None
             started, over_budget = self._preempt(job, only)
             if started:
                 return True
@@ -221,10 +227,11 @@ class Walk:
                 job.fail_pos = -1  # a victim set exists: look again next cycle
                 self._note(job, None)
                 return False
-        # Reserved nodes count as unavailable: when a reservation goes away at the end of
-        # a cycle its node is logged as changed, which reopens this memo.
+        # Reserved nodes count as unavailable: the memo remembers which were held, and a
+        # later walk that has not held one of them again searches it (above).
         if not memo_ok:
             job.fail_time = self.now
+        job.fail_held = tuple(self.reserved)
         if preempts:
             s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
         job.fail_pos = log_len
