@@ -45,9 +45,7 @@ def sources() -> list[Path]:
 def up_to_date() -> bool:
     """The manifest matches the sources and the shared library exists for this Python."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    library = BUILD_DIR.joinpath(*GROUP.split(".")).with_name(
-        GROUP.rsplit(".", 1)[1] + "__mypyc" + suffix
-    )
+    library = BUILD_DIR.joinpath(*f"{GROUP}__mypyc".split(".")).with_suffix(suffix)
     if not library.is_file() or not build_matches():
         return False
     recorded = json.loads(MANIFEST.read_text())["sources"]

@@ -61,6 +61,14 @@ def budgets(draw) -> Budget:
     return Budget("org", 100.0, leaves)
 
 
+def cycle_orders(result) -> tuple[list, list]:
+    """A cycle's starts (with placements) and preemptions, in a comparable form."""
+    return (
+        [(s.workload_id, sorted(s.placement.items())) for s in result.starts],
+        [(p.workload_id, p.by, p.kind) for p in result.preemptions],
+    )
+
+
 class _Recording:
     """A scheduler whose cycles append their orders to ``log``; everything else is the
     scheduler's own (a wrapper: the native build's classes cannot be patched)."""
@@ -75,13 +83,7 @@ class _Recording:
     def cycle(self, now, usage, explain=False):
         result = self._sched.cycle(now, usage, explain)
         if result.starts or result.preemptions or result.drained:
-            self._log.append(
-                (
-                    now,
-                    [(s.workload_id, sorted(s.placement.items())) for s in result.starts],
-                    [(p.workload_id, p.by, p.kind) for p in result.preemptions],
-                )
-            )
+            self._log.append((now, *cycle_orders(result)))
         return result
 
 

@@ -20,14 +20,7 @@ from hypothesis import strategies as st
 from scheduler.engine import POLICIES, Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, replay
 from scheduler.simulator.traces import Trace
-from tests.engine.test_incremental import GPUS_PER_NODE, SETTINGS, budgets, jobs
-
-
-def _orders(result) -> tuple:
-    return (
-        [(s.workload_id, sorted(s.placement.items())) for s in result.starts],
-        [(p.workload_id, p.by, p.kind) for p in result.preemptions],
-    )
+from tests.engine.test_incremental import GPUS_PER_NODE, SETTINGS, budgets, cycle_orders, jobs
 
 
 class _Compared:
@@ -43,11 +36,11 @@ class _Compared:
 
     def cycle(self, now, usage, explain=False):
         copy = self._sched.rebuilt()
-        expected = _orders(copy.cycle(now, usage))
+        expected = cycle_orders(copy.cycle(now, usage))
         result = self._sched.cycle(now, usage, explain)
         self.compared += 1
-        if _orders(result) != expected:
-            self._mismatches.append((now, _orders(result), expected))
+        if cycle_orders(result) != expected:
+            self._mismatches.append((now, cycle_orders(result), expected))
         return result
 
 
