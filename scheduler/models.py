@@ -153,6 +153,9 @@ class Workload(models.Model):
     # When the engine first saw this pending gang blocked at the head of its project's turn
     # (it holds nodes once that is long enough); written by each cycle, read by the next.
     blocked_since = models.DateTimeField(null=True, blank=True)
+    # When this pending workload's break-even patience ends (it searches for victims to evict
+    # only then); written by each cycle, read by the next.
+    patient_until = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
 
     class Meta:

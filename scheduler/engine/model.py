@@ -50,7 +50,9 @@ class Workload:
     engine remembered of a pending workload: ``queued_at``, when it last became pending (a
     requeue; None: its submit time), from which break-even patience counts; and
     ``blocked_since``, when it first waited blocked at the head of its project's turn, as
-    ``CycleResult.blocked_since`` reported it (a gang holds nodes once that is long enough).
+    ``CycleResult.blocked_since`` reported it (a gang holds nodes once that is long enough);
+    and ``patient_until``, the end of the break-even patience it was waiting out, as
+    ``CycleResult.patient_until`` reported it (it searches for victims again only then).
     """
 
     id: str
@@ -64,6 +66,7 @@ class Workload:
     preemptions: int = 0
     queued_at: float | None = None
     blocked_since: float | None = None
+    patient_until: float | None = None
 
     @property
     def is_gang(self) -> bool:
@@ -167,9 +170,11 @@ class Preemption:
 class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
-    ``reasons``, ``order`` and ``blocked_since`` are filled only when the cycle ran with
-    ``explain=True``. ``blocked_since`` maps each pending gang that waits blocked at the head
-    of its project's turn to when that wait began (see ``Workload.blocked_since``).
+    ``reasons``, ``order``, ``blocked_since`` and ``patient_until`` are filled only when the
+    cycle ran with ``explain=True``. ``blocked_since`` maps each pending gang that waits
+    blocked at the head of its project's turn to when that wait began (see
+    ``Workload.blocked_since``); ``patient_until`` maps each pending workload waiting out its
+    break-even patience to when that patience ends (see ``Workload.patient_until``).
     """
 
     # A plain class, not a dataclass: one is built every cycle, and the native build compiles
@@ -181,6 +186,7 @@ class CycleResult:
         self.reasons: dict[str, str] = {}
         self.order: list[str] = []
         self.blocked_since: dict[str, float] = {}
+        self.patient_until: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return (

@@ -226,9 +226,9 @@ class _FairShareView(PolicyView):
             for p, gpus in self.alloc.items()
             if gpus > self.entitled.get(p, 0)
         }
+        # The rooms as a sorted tuple (see ``signature``), until they change.
+        self._rooms_key: tuple[tuple[str, int], ...] | None = None
         self.borrowers_set = frozenset(self._rooms)
-        self._borrowers = len(self.borrowers_set)
-        self._borrowed = sum(self.alloc[p] for p in self.borrowers_set)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
         # included), so a walk at rank i may still find someone to preempt.
         order = ranking.order
@@ -340,42 +340,56 @@ class _FairShareView(PolicyView):
         )
 
     def signature(self, job: Job) -> object:
-        # Cross-team eligibility depends on the preemptor's charged GPUs and on what the
-        # borrowing teams hold: a change in either may open a victim. (Two different states
-        # with the same totals are caught within ``preemption_recheck``.)
-        if not self.may_reclaim(job):
-            return None
-        return (self.alloc.get(job.project, 0), self._borrowed, self._borrowers)
+        # What may open a victim for ``job`` without any node changing: its project's debug
+        # GPUs falling (own-project evictions within the debug allowance), and, for a job
+        # that may reclaim, some team's room above its entitlement growing. The rooms
+        # themselves, not their totals: one team's room shrinking while another's grows by
+        # as much opens victims the totals hide (a rebuilt engine, which has no memo, found
+        # them at once).
+        debug = 0
+        if job.mr <= self.inputs.params.debug_min_runtime:
+            debug = self.debug_alloc.get(job.project, 0)
+        rooms = None
+        if self.may_reclaim(job):
+            rooms = self._rooms_key
+            if rooms is None:
+                rooms = self._rooms_key = tuple(sorted(self._rooms.items()))
+        return (debug, rooms)
 
     def still_blocked(self, old: object, new: object) -> bool:
-        # A job that may not reclaim can only evict the free lane and its own project's
-        # work, which the node log covers; otherwise victims may have appeared unless
-        # nothing the rule reads has changed.
-        return new is None or old == new
+        # Blocked still unless the debug GPUs fell, the job may reclaim now and could not
+        # before, or a team's room grew; rooms that only shrank open no victim.
+        if not isinstance(old, tuple) or not isinstance(new, tuple):
+            return False
+        old_debug, old_rooms = old
+        new_debug, new_rooms = new
+        if new_debug < old_debug:
+            return False
+        if new_rooms is None or new_rooms == old_rooms:
+            return True
+        if old_rooms is None:
+            return False
+        before = dict(old_rooms)
+        return all(room <= before.get(project, 0) for project, room in new_rooms)
 
     def _count(self, job: Job, sign: int) -> None:
         if job.charged:
             before = self.alloc.get(job.project, 0)
             self.alloc[job.project] = before + sign * job.gpus
-            self._track_borrowing(job.project, before)
+            self._track_borrowing(job.project)
             if job.mr <= self.inputs.params.debug_min_runtime:
                 debug = self.debug_alloc.get(job.project, 0) + sign * job.gpus
                 self.debug_alloc[job.project] = debug
 
-    def _track_borrowing(self, project: str, before: int) -> None:
-        """Keep the count of borrowing teams and the GPUs they hold after ``project``'s
-        charged GPUs changed from ``before``."""
+    def _track_borrowing(self, project: str) -> None:
+        """Keep ``project``'s room above its entitlement after its charged GPUs changed."""
         entitled = self.entitled.get(project, 0)
         now = self.alloc.get(project, 0)
-        if before > entitled:
-            self._borrowers -= 1
-            self._borrowed -= before
         if now > entitled:
-            self._borrowers += 1
-            self._borrowed += now
             self._rooms[project] = now - entitled
         else:
             self._rooms.pop(project, None)
+        self._rooms_key = None
 
     def started(self, job: Job) -> None:
         self._count(job, +1)

@@ -66,7 +66,8 @@ class Job:
         self.head_since: float | None = w.blocked_since
         # when it last became pending (a requeue resets it)
         self.queued_at = w.submit_time if w.queued_at is None else w.queued_at
-        self.patient_until = 0.0  # no preemption search before this (break-even patience)
+        # No preemption search before this (break-even patience; 0: none pending).
+        self.patient_until = w.patient_until or 0.0
         # Evictions suffered so far (the churn budget lengthens its protection).
         self.preempted = w.preemptions
         # Memo of the last failed preemption search (see _Walk._preempt).

@@ -514,5 +514,9 @@ class Scheduler:
 def _as_remembered(job: Job) -> Workload:
     """``job``'s workload carrying what the engine remembered of it (see ``Workload``)."""
     return dataclasses.replace(
-        job.w, preemptions=job.preempted, queued_at=job.queued_at, blocked_since=job.head_since
+        job.w,
+        preemptions=job.preempted,
+        queued_at=job.queued_at,
+        blocked_since=job.head_since,
+        patient_until=job.patient_until or None,
     )

@@ -245,6 +245,7 @@ class Walk:
         self.s._start(job, recs, amounts, self.now)
         self._by_use = None
         job.head_since = None
+        job.patient_until = 0.0  # a patience belongs to one pending spell, not the next
         job.fail_pos = -1
         self.view.started(job)
         placement = dict(job.placement)
@@ -727,6 +728,8 @@ class Walk:
                     ranked.append(job.id)
                     if job.head_since is not None:
                         self.result.blocked_since[job.id] = job.head_since
+                    if job.patient_until > self.now:
+                        self.result.patient_until[job.id] = job.patient_until
                     project = phrase.get(job.project)
                     if project is None:
                         project = phrase[job.project] = view.project_phrase(job.project)

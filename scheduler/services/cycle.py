@@ -66,6 +66,7 @@ class _WorkloadRow:
     queue_position: int | None
     state_changed_at: datetime | None
     blocked_since: datetime | None
+    patient_until: datetime | None
     preemptions: int = 0
 
 
@@ -106,6 +107,7 @@ def cycle_state_read(cluster: Cluster) -> _State:
         "queue_position",
         "state_changed_at",
         "blocked_since",
+        "patient_until",
     )
     workloads = {row[0]: _WorkloadRow(*row) for row in rows}
     # How often each live workload was preempted: its next run is protected longer (the
@@ -137,7 +139,8 @@ def cycle_state_read(cluster: Cluster) -> _State:
 
 def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
     """The engine's view of a workload row, with what the engine remembered of it last cycle
-    (preemptions, when it last became pending, how long it has waited blocked)."""
+    (preemptions, when it last became pending, how long it has waited blocked, when its
+    break-even patience ends)."""
     queued_at = None
     if row.state == WorkloadState.PENDING and row.state_changed_at is not None:
         queued_at = max(row.state_changed_at, row.submitted_at).timestamp()
@@ -153,6 +156,7 @@ def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
         preemptions=row.preemptions,
         queued_at=queued_at,
         blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
+        patient_until=None if row.patient_until is None else row.patient_until.timestamp(),
     )
 
 
@@ -200,9 +204,11 @@ def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy
     return sched, usage, running
 
 
-def _update_reasons(rows: list[tuple[int, str, str, int | None, datetime | None]]) -> None:
-    """Write (id, expected state, reason, position, blocked since) to workloads still in
-    that state.
+def _update_reasons(
+    rows: list[tuple[int, str, str, int | None, datetime | None, datetime | None]],
+) -> None:
+    """Write (id, expected state, reason, position, blocked since, patient until) to
+    workloads still in that state.
 
     One statement on PostgreSQL (``UPDATE … FROM unnest(…)``): a cycle rewrites up to every
     pending workload's reason, and Django's ``bulk_update`` (a CASE per row) is quadratic.
@@ -219,8 +225,9 @@ def _update_reasons(rows: list[tuple[int, str, str, int | None, datetime | None]
                     "reason": r,
                     "position": p,
                     "blocked": None if b is None else b.isoformat(),
+                    "patient": None if pu is None else pu.isoformat(),
                 }
-                for i, st, r, p, b in rows
+                for i, st, r, p, b, pu in rows
             ]
         )
         with connection.cursor() as cursor:
@@ -228,18 +235,21 @@ def _update_reasons(rows: list[tuple[int, str, str, int | None, datetime | None]
                 f"""
                 UPDATE {Workload._meta.db_table} AS w
                    SET engine_reason = v.reason, queue_position = v.position,
-                       blocked_since = v.blocked
+                       blocked_since = v.blocked, patient_until = v.patient
                   FROM jsonb_to_recordset(%s::jsonb)
                        AS v(id bigint, state text, reason text, position integer,
-                            blocked timestamptz)
+                            blocked timestamptz, patient timestamptz)
                  WHERE w.id = v.id AND w.state = v.state
                 """,
                 [payload],
             )
         return
-    for workload_id, state, reason, position, blocked in rows:
+    for workload_id, state, reason, position, blocked, patient in rows:
         Workload.objects.filter(pk=workload_id, state=state).update(
-            engine_reason=reason, queue_position=position, blocked_since=blocked
+            engine_reason=reason,
+            queue_position=position,
+            blocked_since=blocked,
+            patient_until=patient,
         )
 
 
@@ -251,8 +261,9 @@ def _instant(engine_time: float | None, now: datetime) -> datetime | None:
     return now + timedelta(seconds=engine_time - now.timestamp())
 
 
-# workload id -> (state it must still be in, reason, queue position, blocked since)
-_Reasons = dict[int, tuple[str, str, int | None, datetime | None]]
+# workload id -> (state it must still be in, reason, queue position, blocked since,
+# patient until)
+_Reasons = dict[int, tuple[str, str, int | None, datetime | None, datetime | None]]
 
 
 @dataclass(frozen=True)
@@ -351,6 +362,7 @@ def _write_starts(
             wanted[run.workload_id].reason,
             None,
             None,
+            None,
         )
     RunNode.objects.bulk_create(run_nodes)
     Workload.objects.filter(id__in=startable).update(
@@ -428,7 +440,7 @@ def _write_stops(
                 preempted_by_id=int(p.by) if p.by else None,
             )
         )
-        reasons[workload_id] = (WorkloadState.PREEMPTED, p.reason, None, None)
+        reasons[workload_id] = (WorkloadState.PREEMPTED, p.reason, None, None, None)
     # The workload row locks above are the compare-and-set: a run that ended or began
     # stopping since the read moved its workload out of ``running`` first.
     Run.objects.bulk_update(
@@ -474,24 +486,31 @@ def _write_drained(cluster: Cluster, state: _State, runs: list[Run], now: dateti
 
 
 def _write_pending_reasons(state: _State, result, reasons: _Reasons) -> None:
-    """Add every pending workload whose reason, place or blocked-since changed to ``reasons``
-    and write them all in one statement."""
+    """Add every pending workload whose reason, place, blocked-since or patience changed to
+    ``reasons`` and write them all in one statement."""
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
     for row in state.workloads.values():
         if row.state != WorkloadState.PENDING or row.id in reasons:
             continue
-        reason = result.reasons.get(str(row.id), "")
+        key = str(row.id)
+        reason = result.reasons.get(key, "")
         pos = position.get(row.id)
-        since = result.blocked_since.get(str(row.id))
-        blocked = None if since is None else datetime.fromtimestamp(since, tz=UTC)
-        changed = (reason, pos, blocked) != (
+        blocked = _remembered(result.blocked_since.get(key))
+        patient = _remembered(result.patient_until.get(key))
+        changed = (reason, pos, blocked, patient) != (
             row.engine_reason,
             row.queue_position,
             row.blocked_since,
+            row.patient_until,
         )
         if changed:
-            reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked)
+            reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked, patient)
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
+
+
+def _remembered(engine_time: float | None) -> datetime | None:
+    """An instant the engine remembered, as the database keeps it (aware, UTC)."""
+    return None if engine_time is None else datetime.fromtimestamp(engine_time, tz=UTC)
 
 
 def scheduling_cycle_run(

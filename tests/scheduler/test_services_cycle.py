@@ -230,3 +230,36 @@ def test_the_run_records_the_engines_protection_and_every_page_shows_it(world, c
     assert work.protected_until == run.protected_until
     # A drain does not wait for the churn budget: it evicts once the minimum has passed.
     assert work.drain_due == again + timedelta(seconds=600)
+
+
+def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db):
+    """Break-even patience: a reclaim waits until the wait has cost what the eviction loses.
+    The engine is rebuilt every cycle; the deadline it found must survive that, or a later
+    cycle (the victim just past a checkpoint, so cheaper to evict) decides what the kept
+    engine of the simulator would not."""
+    world = build_world(nodes=1)
+    victim = submit(world, "unbudgeted", gpus=8, min_runtime=600)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    waiting_since = T0 + timedelta(minutes=25)
+    owed = submit(world, gpus=8, min_runtime=7200, at=waiting_since)
+
+    # The victim ran 25 minutes: evicting it loses 25 + 5 (restart) minutes on 8 GPUs, so
+    # the budgeted workload waits 30 minutes from when it became pending.
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=waiting_since)
+    owed.refresh_from_db()
+    assert owed.state == WorkloadState.PENDING
+    assert owed.patient_until == waiting_since + timedelta(minutes=30)
+
+    # Just past the victim's checkpoint an eviction would lose only 6 minutes, but the
+    # deadline stands.
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=31))
+    owed.refresh_from_db()
+    victim.refresh_from_db()
+    assert (owed.state, victim.state) == (WorkloadState.PENDING, WorkloadState.RUNNING)
+    assert owed.patient_until == waiting_since + timedelta(minutes=30)
+
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=waiting_since + timedelta(minutes=30))
+    owed.refresh_from_db()
+    victim.refresh_from_db()
+    assert (owed.state, victim.state) == (WorkloadState.RUNNING, WorkloadState.PREEMPTED)
+    assert owed.patient_until is None
