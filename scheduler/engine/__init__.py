@@ -12,6 +12,7 @@ __path__ = extend_path(__path__, __name__)
 from scheduler.engine.model import (
     BudgetNode,
     CycleResult,
+    IdleGpus,
     Node,
     NodeState,
     PolicyParams,
@@ -27,6 +28,7 @@ __all__ = [
     "POLICIES",
     "BudgetNode",
     "CycleResult",
+    "IdleGpus",
     "Node",
     "NodeState",
     "Policy",

@@ -144,6 +144,24 @@ class RunningWorkload:
 
 
 @dataclass(frozen=True, slots=True)
+class IdleGpus:
+    """Free GPUs on healthy nodes, by why they are idle (``Scheduler.idle_gpus``).
+
+    ``held``: on nodes held for a blocked workload. ``gang_owned``: left over on nodes a gang
+    owns whole. ``fragmented``: on other nodes, each with fewer free GPUs than any pending
+    single-node workload asks for. ``unused``: on a node where some pending single-node
+    workload would fit, left free by the policy. ``pending_gpus``: GPUs the pending
+    workloads ask for.
+    """
+
+    held: int
+    gang_owned: int
+    fragmented: int
+    unused: int
+    pending_gpus: int
+
+
+@dataclass(frozen=True, slots=True)
 class Start:
     """Order: start ``workload_id`` with ``placement`` (node name -> GPUs on that node)."""
 

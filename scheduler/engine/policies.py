@@ -199,8 +199,18 @@ def _gpu_words(n: float) -> str:
     return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
+class _RoomGrowth:
+    """How often any team's room above its entitlement grew over one scheduler's life, and
+    the rooms its last cycle ended with. A failed search's memo holds while the count has not
+    moved (see ``_FairShareView.signature``): a room that grew may hold a new victim."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.rooms: dict[str, int] = {}
+
+
 class _FairShareView(PolicyView):
-    def __init__(self, inputs: CycleInputs, ranking: Ranking) -> None:
+    def __init__(self, inputs: CycleInputs, ranking: Ranking, growth: _RoomGrowth) -> None:
         super().__init__()
         self.inputs = inputs
         self.tree = inputs.tree
@@ -226,8 +236,13 @@ class _FairShareView(PolicyView):
             for p, gpus in self.alloc.items()
             if gpus > self.entitled.get(p, 0)
         }
-        # The rooms as a sorted tuple (see ``signature``), until they change.
-        self._rooms_key: tuple[tuple[str, int], ...] | None = None
+        # Rooms that grew since the last cycle ended (finishes only shrink them; a change of
+        # entitlements or budgets may grow them) count as growth, as a start within it does.
+        previous = growth.rooms
+        if any(room > previous.get(p, 0) for p, room in self._rooms.items()):
+            growth.count += 1
+        growth.rooms = self._rooms
+        self._growth = growth
         self.borrowers_set = frozenset(self._rooms)
         # suffix[i]: some project at rank >= i holds evictable work (own-project victims
         # included), so a walk at rank i may still find someone to preempt.
@@ -342,35 +357,24 @@ class _FairShareView(PolicyView):
     def signature(self, job: Job) -> object:
         # What may open a victim for ``job`` without any node changing: its project's debug
         # GPUs falling (own-project evictions within the debug allowance), and, for a job
-        # that may reclaim, some team's room above its entitlement growing. The rooms
-        # themselves, not their totals: one team's room shrinking while another's grows by
-        # as much opens victims the totals hide (a rebuilt engine, which has no memo, found
-        # them at once).
+        # that may reclaim, any team's room above its entitlement growing. Each room, not
+        # their total: one team's room shrinking while another's grows by as much opens
+        # victims a total hides (a rebuilt engine, which has no memo, found them at once).
         debug = 0
         if job.mr <= self.inputs.params.debug_min_runtime:
             debug = self.debug_alloc.get(job.project, 0)
-        rooms = None
-        if self.may_reclaim(job):
-            rooms = self._rooms_key
-            if rooms is None:
-                rooms = self._rooms_key = tuple(sorted(self._rooms.items()))
-        return (debug, rooms)
+        return (debug, self._growth.count if self.may_reclaim(job) else None)
 
     def still_blocked(self, old: object, new: object) -> bool:
         # Blocked still unless the debug GPUs fell, the job may reclaim now and could not
-        # before, or a team's room grew; rooms that only shrank open no victim.
+        # before, or some team's room grew since; rooms that only shrank open no victim.
         if not isinstance(old, tuple) or not isinstance(new, tuple):
             return False
-        old_debug, old_rooms = old
-        new_debug, new_rooms = new
+        old_debug, old_growth = old
+        new_debug, new_growth = new
         if new_debug < old_debug:
             return False
-        if new_rooms is None or new_rooms == old_rooms:
-            return True
-        if old_rooms is None:
-            return False
-        before = dict(old_rooms)
-        return all(room <= before.get(project, 0) for project, room in new_rooms)
+        return new_growth is None or new_growth == old_growth
 
     def _count(self, job: Job, sign: int) -> None:
         if job.charged:
@@ -386,10 +390,12 @@ class _FairShareView(PolicyView):
         entitled = self.entitled.get(project, 0)
         now = self.alloc.get(project, 0)
         if now > entitled:
-            self._rooms[project] = now - entitled
+            room = now - entitled
+            if room > self._rooms.get(project, 0):
+                self._growth.count += 1
+            self._rooms[project] = room
         else:
             self._rooms.pop(project, None)
-        self._rooms_key = None
 
     def started(self, job: Job) -> None:
         self._count(job, +1)
@@ -407,9 +413,13 @@ class FairShare(Policy):
     patient = True
     churn_budget = True
 
+    def __init__(self) -> None:
+        # Kept across cycles: one instance per scheduler (``make_policy`` makes a new one).
+        self._growth = _RoomGrowth()
+
     def begin(self, inputs: CycleInputs) -> PolicyView:
         ranking = inputs.tree.rank(inputs.usage, inputs.projects)
-        return _FairShareView(inputs, ranking)
+        return _FairShareView(inputs, ranking, self._growth)
 
     def usage_order(
         self, tree: BudgetTree, usage: Mapping[str, float], projects: list[str]

@@ -42,3 +42,12 @@ def next_victim(seconds: float | None) -> str:
     if seconds is None:
         return "no running work it may preempt"
     return f"next eligible victim reaches its minimum runtime in {duration(seconds)}"
+
+
+def patience(seconds: float) -> str:
+    """A workload that found work to evict waits first, while waiting costs less than the
+    eviction would lose (break-even patience)."""
+    return (
+        f"may preempt in {duration(seconds)} if no GPUs free first (it waits while waiting "
+        "costs less than the eviction would lose)"
+    )

@@ -25,6 +25,7 @@ from scheduler.engine.fairtree import BudgetTree
 from scheduler.engine.model import (
     BudgetNode,
     CycleResult,
+    IdleGpus,
     Node,
     NodeState,
     PolicyParams,
@@ -77,6 +78,10 @@ class Scheduler:
         #: id -> RunningWorkload for every running workload (read-only for drivers)
         self.running: dict[str, RunningWorkload] = {}
         self._pending: dict[str, Job] = {}
+        # GPUs the pending workloads ask for, and how many pending single-node workloads ask
+        # for each number of GPUs (``idle_gpus`` reads them without a pass over the queue).
+        self._pending_gpus = 0
+        self._pending_sizes: dict[int, int] = {}
         self._run: dict[str, Job] = {}
         self._queues: dict[_QueueKey, dict[_Shape, list[QueueEntry]]] = {}
         self._work_per_project: dict[str, int] = {}
@@ -158,6 +163,7 @@ class Scheduler:
         job = self._pending.pop(workload_id, None)
         if job is None:
             raise KeyError(f"workload {workload_id!r} is neither pending nor running")
+        self._count_pending(job, -1)
         job.seq = -1  # its heap entry is now stale
         self._touch_project(job.project, -1)
         self._dirty = True
@@ -238,6 +244,24 @@ class Scheduler:
     def allocated_gpus(self) -> int:
         """GPUs held by running workloads."""
         return sum(self._alloc.values())
+
+    def idle_gpus(self) -> IdleGpus:
+        """Free GPUs on healthy nodes after the last cycle, by why they are idle (see
+        ``IdleGpus``). One pass over the nodes."""
+        smallest = min(self._pending_sizes, default=0)
+        held = gang_owned = fragmented = unused = 0
+        for rec in self.capacity.nodes:
+            if rec.state != NodeState.HEALTHY or rec.free <= 0:
+                continue
+            if rec.idx in self._last_reserved:
+                held += rec.free
+            elif rec.exclusive is not None:
+                gang_owned += rec.free
+            elif smallest and rec.free >= smallest:
+                unused += rec.free
+            else:
+                fragmented += rec.free
+        return IdleGpus(held, gang_owned, fragmented, unused, self._pending_gpus)
 
     def node_state(self, node_name: str) -> NodeState:
         """The node's current state as the engine sees it."""
@@ -362,9 +386,19 @@ class Scheduler:
         job.fail_pos = -1
         job.clear_pos = -1
         self._pending[job.id] = job
+        self._count_pending(job, +1)
         shapes = self._queues.setdefault((job.lane, job.group), {})
         heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
         self._dirty = True
+
+    def _count_pending(self, job: Job, sign: int) -> None:
+        self._pending_gpus += sign * job.gpus
+        if job.nodes == 1:
+            count = self._pending_sizes.get(job.gpus, 0) + sign
+            if count:
+                self._pending_sizes[job.gpus] = count
+            else:
+                del self._pending_sizes[job.gpus]
 
     def _touch_project(self, project: str, delta: int) -> None:
         count = self._work_per_project.get(project, 0) + delta
@@ -390,7 +424,8 @@ class Scheduler:
         gang = len(recs) > 1 or job.nodes > 1
         for rec, gpus in zip(recs, amounts, strict=True):
             self.capacity.allocate(rec, job.id, gpus, exclusive=gang)
-        self._pending.pop(job.id, None)
+        if self._pending.pop(job.id, None) is not None:
+            self._count_pending(job, -1)
         self._seq += 1
         job.seq = self._seq
         job.running = True

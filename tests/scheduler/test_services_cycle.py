@@ -249,6 +249,7 @@ def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db
     owed.refresh_from_db()
     assert owed.state == WorkloadState.PENDING
     assert owed.patient_until == waiting_since + timedelta(minutes=30)
+    assert "may preempt in 30 min if no GPUs free first" in owed.engine_reason
 
     # Just past the victim's checkpoint an eviction would lose only 6 minutes, but the
     # deadline stands.
@@ -257,6 +258,7 @@ def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db
     victim.refresh_from_db()
     assert (owed.state, victim.state) == (WorkloadState.PENDING, WorkloadState.RUNNING)
     assert owed.patient_until == waiting_since + timedelta(minutes=30)
+    assert "may preempt in 24 min if no GPUs free first" in owed.engine_reason
 
     scheduling_cycle_run(cluster_id=world.cluster.id, now=waiting_since + timedelta(minutes=30))
     owed.refresh_from_db()
