@@ -157,7 +157,7 @@ class Walk:
                 if lane == 0 and not overshoots and view.cap_block(job) is None:
                     self._reserved_for.add(job.id)
                     self._reserve(job)
-                    if self.explain_on and job.patient_until <= self.now:
+                    if self.explain_on:
                         self.notes[job.id] = self._blocked_phrase(job)
 
     # -- one workload
@@ -216,7 +216,7 @@ class Walk:
             # failed search, so no memo (it would outlive the patience); look again then.
             job.fail_pos = -1
             s._next_timer = min(s._next_timer, job.patient_until)
-            self._note_patience(job)
+            self._note(job, None)
             return False
         if preempts and self._may_find_victims(job):
             only = s._opp_log[job.fail_pos :] + released if memo_ok and job.nodes == 1 else None
@@ -225,10 +225,7 @@ class Walk:
                 return True
             if over_budget:
                 job.fail_pos = -1  # a victim set exists: look again next cycle
-                if job.patient_until > self.now:
-                    self._note_patience(job)
-                else:
-                    self._note(job, None)
+                self._note(job, None)
                 return False
         # Reserved nodes count as unavailable: the memo remembers which were held, and a
         # later walk that has not held one of them again searches it (above).
@@ -611,12 +608,6 @@ class Walk:
         if self.explain_on:
             self.notes[job.id] = text if text is not None else self._blocked_phrase(job)
 
-    def _note_patience(self, job: Job) -> None:
-        if self.explain_on:
-            self.notes[job.id] = (
-                f"{self._shape_phrase(job)}; {words.patience(job.patient_until - self.now)}"
-            )
-
     def _blocked_phrase(self, job: Job) -> str:
         cap = self.cap
         skip = self.reserved
@@ -633,7 +624,9 @@ class Walk:
             parts.extend(self._gang_phrases(job, held))
         elif held:
             parts.append("holding " + ", ".join(held) + " until they free")
-        if job.lane == 0 and job.charged and self.s.policy.preempts:
+        if job.patient_until > self.now:
+            parts.append(words.patience(job.patient_until - self.now))
+        elif job.lane == 0 and job.charged and self.s.policy.preempts:
             parts.append(words.next_victim(self._next_victim_in(job)))
         return "; ".join(parts)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from scheduler.engine import IdleGpus, Scheduler, make_policy
-from tests.engine.conftest import budget, build_nodes, build_workload
+from scheduler.engine import IdleGpus, Scheduler
+from tests.engine.conftest import budget, build_nodes, build_scheduler, build_workload
 
 
 def _scheduler(nodes: int = 2) -> Scheduler:
-    return Scheduler(build_nodes(nodes), budget("org", 100.0, "p"), policy=make_policy("fifo"))
+    return build_scheduler(build_nodes(nodes), budget("org", 100.0, "p"), "fifo")
 
 
 def test_a_workload_too_big_for_any_node_leaves_fragments_and_holds_one_node():
