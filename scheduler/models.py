@@ -204,7 +204,9 @@ class Run(models.Model):
     ``accounted_until`` is how far the usage ledger has been written for this run.
     ``protected_until`` is when the engine stops protecting the run from preemption, as it
     decided at the start (``scheduler.selectors.protection``); empty for runs it did not
-    start itself (generated history).
+    start itself (generated history). ``loan_for`` is the pending workload whose held node
+    this run borrows (short work on GPUs kept free for a blocked workload): the engine
+    evicts the run for that workload once it is past its protection.
     """
 
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
@@ -218,6 +220,14 @@ class Run(models.Model):
     started_at = models.DateTimeField()
     start_reason = models.TextField(blank=True)
     protected_until = models.DateTimeField(null=True, blank=True)
+    loan_for = models.ForeignKey(
+        Workload,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the pending workload whose held node this run borrows GPUs of",
+    )
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
     stop_explanation = models.TextField(blank=True)

@@ -135,12 +135,15 @@ class PolicyParams:
 class RunningWorkload:
     """A workload the engine believes is running: where, since when (this run), and until
     when it is protected from preemption (start + its minimum runtime, lengthened by the
-    churn budget; equal to ``start_time`` for the free lane)."""
+    churn budget; equal to ``start_time`` for the free lane). ``loan_for``: the pending
+    workload whose held node this run borrows (it yields to that workload once past its
+    protection), as ``Start.loan_for`` said; None for an ordinary run."""
 
     workload: Workload
     placement: dict[str, int]
     start_time: float
     protected_until: float = 0.0
+    loan_for: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +166,17 @@ class IdleGpus:
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Order: start ``workload_id`` with ``placement`` (node name -> GPUs on that node)."""
+    """Order: start ``workload_id`` with ``placement`` (node name -> GPUs on that node).
+
+    ``loan_for``: the run borrows free GPUs of a node held for that pending workload and
+    yields to it (a driver that rebuilds the engine passes it back to ``add_running``).
+    """
 
     workload_id: str
     placement: dict[str, int]
     reason: str
     protected_until: float = 0.0
+    loan_for: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

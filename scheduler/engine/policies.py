@@ -164,6 +164,12 @@ class Policy:
     patient = False
     #: whether each preemption doubles the protection of a workload's next run
     churn_budget = False
+    #: whether, after the guarantee pass, debug-class work of every group goes first
+    short_first = False
+    #: whether held nodes lend their free GPUs to short work that yields to the holder
+    lends_holds = False
+    #: whether a blocked single-node workload past the hold bound may move one workload
+    consolidates = False
 
     def group(self, w: Workload) -> str:
         """The queue a workload waits in (its project, unless the policy has one queue)."""
@@ -412,6 +418,9 @@ class FairShare(Policy):
     free_lane = True
     patient = True
     churn_budget = True
+    short_first = True
+    lends_holds = True
+    consolidates = True
 
     def __init__(self) -> None:
         # Kept across cycles: one instance per scheduler (``make_policy`` makes a new one).

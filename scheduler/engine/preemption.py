@@ -38,7 +38,7 @@ class SearchResult:
     choice: VictimChoice | None
 
 
-def _cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
+def cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
     """Cheapest subset of ``items`` (lost, gpus, id, job) freeing at least ``need`` GPUs.
 
     A small knapsack: states are GPUs freed so far (capped at ``need``), each keeping its
@@ -89,7 +89,7 @@ def node_option(
             items.append((lost(victim), gpus, wid, victim))
     if not items:
         return None
-    found = _cover(items, need)
+    found = cover(items, need)
     if found is None:
         return None
     cost, subset = found

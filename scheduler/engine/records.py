@@ -30,6 +30,7 @@ class Job:
         "id",
         "key",
         "lane",
+        "loan_for",
         "mr",
         "nodes",
         "patient_until",
@@ -63,6 +64,8 @@ class Job:
         self.placement: dict[str, int] = {}
         self.evictable = False
         self.protected_until = 0.0
+        # The pending workload whose held node this run borrows (see ``holds``), or None.
+        self.loan_for: str | None = None
         self.head_since: float | None = w.blocked_since
         # when it last became pending (a requeue resets it)
         self.queued_at = w.submit_time if w.queued_at is None else w.queued_at

@@ -100,6 +100,8 @@ class Scheduler:
         # per project: the lowest of those classes, until they change (see Walk._own_worst)
         self._worst_class: dict[str, tuple[int, float]] = {}
         self._free_running: dict[str, Job] = {}
+        # Loans (``holds``): holder id -> node position -> GPUs its borrowers hold there.
+        self._loans: dict[str, dict[int, int]] = {}
         self._draining: set[int] = set()
         # Node positions whose free GPUs or preemptible work grew, in order: a failed
         # preemption search only needs to look again at nodes logged after it failed.
@@ -132,8 +134,18 @@ class Scheduler:
             if self._head(heap) is not job:
                 self._dirty = False
 
-    def add_running(self, workload: Workload, placement: dict[str, int], start_time: float) -> None:
-        """Record a workload that is already running (the live loop rebuilding its state)."""
+    def add_running(
+        self,
+        workload: Workload,
+        placement: dict[str, int],
+        start_time: float,
+        *,
+        loan_for: str | None = None,
+    ) -> None:
+        """Record a workload that is already running (the live loop rebuilding its state).
+
+        ``loan_for``: the run borrows a node held for that workload (``Start.loan_for``).
+        """
         if workload.id in self._pending or workload.id in self._run:
             raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
         job = self._make_job(workload)
@@ -145,6 +157,7 @@ class Scheduler:
         if sum(placement.values()) != workload.gpus:
             raise ValueError(f"workload {workload.id!r}: placement does not add up to its GPUs")
         self._touch_project(job.project, +1)
+        job.loan_for = loan_for
         self._start(job, recs, [placement[r.name] for r in recs], start_time)
 
     def finish(self, workload_id: str) -> None:
@@ -219,7 +232,9 @@ class Scheduler:
             incremental=self.incremental,
         )
         for job in self._run.values():
-            fresh.add_running(_as_remembered(job), dict(job.placement), job.start)
+            fresh.add_running(
+                _as_remembered(job), dict(job.placement), job.start, loan_for=job.loan_for
+            )
         for rec in self.capacity.nodes:
             if rec.state != NodeState.HEALTHY:
                 fresh.set_node_state(rec.name, rec.state, force=rec.force)
@@ -350,7 +365,7 @@ class Scheduler:
             queued = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
             first = [g for g in queued if view.is_guaranteed(g)]
             rest = [g for g in queued if not view.is_guaranteed(g)]
-            walk.explain(first + rest)
+            walk.explain(first, rest)
         return result
 
     # ------------------------------------------------------------------ internals
@@ -432,17 +447,18 @@ class Scheduler:
         job.start = now
         job.placement = {rec.name: gpus for rec, gpus in zip(recs, amounts, strict=True)}
         job.evictable = False
-        protect = (
-            protection_seconds(job, self.params.max_min_runtime)
-            if self.policy.churn_budget
-            else job.mr
-        )
-        job.protected_until = now + protect
+        job.protected_until = now + self.protection(job)
         if job.charged or job.nodes > 1:
             for rec in recs:
                 rec.hard += 1
         self._run[job.id] = job
-        self.running[job.id] = RunningWorkload(job.w, dict(job.placement), now, job.protected_until)
+        if job.loan_for is not None:
+            lent = self._loans.setdefault(job.loan_for, {})
+            for rec, gpus in zip(recs, amounts, strict=True):
+                lent[rec.idx] = lent.get(rec.idx, 0) + gpus
+        self.running[job.id] = RunningWorkload(
+            job.w, dict(job.placement), now, job.protected_until, job.loan_for
+        )
         self._alloc[job.project] = self._alloc.get(job.project, 0) + job.gpus
         if job.charged:
             self._charged_alloc[job.project] = self._charged_alloc.get(job.project, 0) + job.gpus
@@ -465,6 +481,8 @@ class Scheduler:
             self._opp_log.append(rec.idx)
         del self._run[job.id]
         del self.running[job.id]
+        if job.loan_for is not None:
+            self._end_loan(job)
         self._alloc[job.project] -= job.gpus
         if job.charged:
             self._charged_alloc[job.project] -= job.gpus
@@ -491,6 +509,29 @@ class Scheduler:
         self._seq += 1
         job.seq = self._seq  # its deadline entry is now stale
         self._dirty = True
+
+    def protection(self, job: Job) -> float:
+        """How long a run of ``job`` starting now would be protected (churn budget included
+        when the policy has one)."""
+        if self.policy.churn_budget:
+            return protection_seconds(job, self.params.max_min_runtime)
+        return job.mr
+
+    def _end_loan(self, job: Job) -> None:
+        """Forget the loan of a run that stops."""
+        holder = job.loan_for
+        assert holder is not None
+        lent = self._loans[holder]
+        for name, gpus in job.placement.items():
+            idx = self.capacity.by_name[name].idx
+            left = lent[idx] - gpus
+            if left:
+                lent[idx] = left
+            else:
+                del lent[idx]
+        if not lent:
+            del self._loans[holder]
+        job.loan_for = None
 
     def _release_deadlines(self, now: float) -> None:
         """Charged work whose minimum runtime has passed becomes preemptible."""

@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from scheduler.engine import holds
 from scheduler.engine import reasons as words
 from scheduler.engine.model import CycleResult, NodeState, Preemption, Start
 from scheduler.engine.placement import NodeRec, split_gang
@@ -50,6 +51,8 @@ class Walk:
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
         self._by_use: list[tuple[int, int, NodeRec]] | None = None
+        self._skip_held: Container[int] = self.reserved
+        self._stop = False
 
     # -- the walk
 
@@ -64,7 +67,8 @@ class Walk:
         """
         s = self.s
         queues = s._queues
-        can_preempt = s.policy.preempts
+        # Free GPUs on held nodes still serve work that may borrow them.
+        self._skip_held = () if s.policy.lends_holds else self.reserved
         for group in guaranteed:
             shapes = queues.get((0, group))
             if shapes:
@@ -78,6 +82,18 @@ class Walk:
                     shapes = queues.get((0, group))
                     if shapes:
                         self._walk_group(0, group, shapes, guaranteed_only=True)
+        if s.policy.short_first:
+            # Short work first above the guarantee: debug-class heads of every group, in
+            # window order, before any longer work. They return what they take soonest.
+            for group in order:
+                shapes = queues.get((0, group))
+                if not shapes:
+                    continue
+                if not self._worth_walking(0, group, shapes):
+                    if self._stop:
+                        break
+                    continue
+                self._walk_group(0, group, shapes, short_only=True)
         for lane in (0, 1):
             if lane == 1 and not s.policy.free_lane:
                 break
@@ -85,17 +101,29 @@ class Walk:
                 shapes = queues.get((lane, group))
                 if not shapes:
                     continue
-                # The free lane may backfill onto reserved nodes (it yields when needed).
-                if self.cap.largest_free(self.reserved if lane == 0 else ()) == 0:
-                    if lane == 1 or not can_preempt or self._preemptions_left() <= 0:
+                if not self._worth_walking(lane, group, shapes):
+                    if self._stop:
                         break
-                    if not s._free_running and not self.view.victims_possible(group):
-                        break
-                    if not s._free_running and not self._group_may_preempt(group, shapes):
-                        continue
+                    continue
                 self._walk_group(lane, group, shapes)
         for key in [k for k, shapes in queues.items() if not shapes]:
             del queues[key]
+
+    def _worth_walking(self, lane: int, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
+        """Could a head of ``group`` start or preempt anything now? When no GPU is free, only
+        a group that may preempt someone is walked; ``_stop`` says no later group can."""
+        self._stop = False
+        # The free lane may backfill onto held nodes (it yields when needed).
+        if self.cap.largest_free(() if lane == 1 else self._skip_held) > 0:
+            return True
+        s = self.s
+        if lane == 1 or not s.policy.preempts or self._preemptions_left() <= 0:
+            self._stop = True
+            return False
+        if not s._free_running and not self.view.victims_possible(group):
+            self._stop = True
+            return False
+        return bool(s._free_running) or self._group_may_preempt(group, shapes)
 
     def _group_may_preempt(self, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
         """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive."""
@@ -116,9 +144,12 @@ class Walk:
         group: str,
         shapes: dict[_Shape, list[QueueEntry]],
         guaranteed_only: bool = False,
+        short_only: bool = False,
     ) -> None:
         """Try the group's shape heads in key order. ``guaranteed_only``: only work the
-        policy's ``within_guarantee`` admits; the rest waits for the ordinary pass."""
+        policy's ``within_guarantee`` admits; the rest waits for the ordinary pass.
+        ``short_only``: only charged debug-class heads, and nothing is held (the ordinary
+        pass tries them again and holds for the first blocked one)."""
         s = self.s
         view = self.view
         heads: list[tuple[tuple, int, _Shape]] = []
@@ -138,6 +169,8 @@ class Walk:
                 continue
             if guaranteed_only and not view.within_guarantee(job):
                 continue  # this shape waits for the ordinary pass
+            if short_only and not (job.charged and job.mr <= self.params.debug_min_runtime):
+                continue
             if job.id in self._reserved_for:
                 continue  # blocked earlier in this cycle, and holding what it waits for
             if self._try(job, lane):
@@ -147,7 +180,7 @@ class Walk:
                 else:
                     heapq.heappush(heads, (nxt.key, nxt.seq, shape))
                 continue
-            if first_blocked:
+            if first_blocked and not short_only:
                 # Only the head of a group's turn reserves (EASY-style backfill per group);
                 # a workload refused by a policy cap has nothing to wait for on the nodes.
                 # In the guarantee pass, a single-node workload that would take its team
@@ -207,6 +240,12 @@ class Walk:
             if len(recs) == job.nodes:
                 self._launch(job, recs, "whole nodes free")
                 return True
+        # What a hold lent comes back before anyone else is evicted, and a short workload
+        # borrows a held node before it evicts anyone (``holds``).
+        if lane == 0 and job.id in s._loans and holds.recall(self, job):
+            return True
+        if lane == 0 and holds.loanable(self, job) and holds.borrow(self, job):
+            return True
         if preempts and self._preemptions_left() <= 0:
             job.fail_pos = -1  # this cycle's evictions are spent: look again next cycle
             self._note(job, None)
@@ -258,7 +297,9 @@ class Walk:
             reason = why
         if job.lane == 1:
             reason += "; free lane: preemptible at any time"
-        self.result.starts.append(Start(job.id, placement, reason, job.protected_until))
+        self.result.starts.append(
+            Start(job.id, placement, reason, job.protected_until, job.loan_for)
+        )
 
     # -- preemption
 
@@ -398,13 +439,14 @@ class Walk:
         self._evict_and_start(job, choice)
         return True, False
 
-    def _evict_and_start(self, job: Job, choice: VictimChoice) -> None:
-        """Evict ``choice.victims`` (each told why and what it loses), then start ``job``."""
+    def _evict_and_start(self, job: Job, choice: VictimChoice, why: str | None = None) -> None:
+        """Evict ``choice.victims`` (each told why and what it loses, ``why`` or the policy's
+        reason), then start ``job``."""
         s, view = self.s, self.view
         for victim in choice.victims:
-            why = view.why(job, victim)
+            why_this = why if why is not None else view.why(job, victim)
             reason = (
-                f"preempted by {job.id} ({job.project}): {why}; "
+                f"preempted by {job.id} ({job.project}): {why_this}; "
                 f"loses {words.gpu_hours(self._lost_of(victim))} of work"
             )
             s._stop(victim)
@@ -536,36 +578,46 @@ class Walk:
         """Hold capacity for the first blocked workload of a group so backfill cannot delay it.
 
         A single-node workload blocked by fragmentation holds the node with the most free
-        GPUs. A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
+        GPUs; with a policy that consolidates, once it has waited ``gang_reserve_after`` at
+        the head of its group it may instead empty a node by moving one workload
+        (``holds.move_for``). A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
         of its group (reserving many nodes idles them, so give packing a chance first); it
         picks empty nodes first, then those whose work may be preempted soonest.
         Holds stop when ``max_reserved_fraction`` of healthy nodes are held; a gang's wait
         and the clearing of nodes for it do not stop with them.
         """
-        cap, reserved = self.cap, self.reserved
+        reserved = self.reserved
+        s, now = self.s, self.now
         if job.nodes == 1:
+            if s.policy.consolidates and job.charged:
+                if job.head_since is None:
+                    job.head_since = now
+                due = job.head_since + self.params.gang_reserve_after
+                if now < due:
+                    s._next_timer = min(s._next_timer, due)
+                elif holds.move_for(self, job):
+                    return
             if len(reserved) >= self.reserve_budget:
                 return
-            rec = cap.most_free_node(job.gpus, reserved)
+            rec = holds.hold_single(self, job)
             if rec is not None and rec.gpus >= job.gpus:
                 reserved[rec.idx] = job.id
             return
         # A gang's wait and its right to have nodes cleared do not depend on the cap on
         # held nodes: clearing holds nothing, and a gang that could not hold because other
         # work held the cap would otherwise never start its wait.
-        now = self.now
         if job.head_since is None:
             job.head_since = now
         due = job.head_since + self.params.gang_reserve_after
         if now < due:
-            self.s._next_timer = min(self.s._next_timer, due)
+            s._next_timer = min(s._next_timer, due)
             return
-        if self.s.policy.preempts and job.charged and self._clear_for_gang(job):
+        if s.policy.preempts and job.charged and self._clear_for_gang(job):
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
         chosen: list[int] = []
-        for _, idx, rec in self._nodes_by_use():
+        for _, idx, rec in holds.hold_order(self, job):
             if idx not in reserved and rec.gpus >= job.per_node:
                 chosen.append(idx)
                 if len(chosen) == job.nodes:
@@ -623,12 +675,20 @@ class Walk:
         if job.nodes > 1:
             parts.extend(self._gang_phrases(job, held))
         elif held:
-            parts.append("holding " + ", ".join(held) + " until they free")
+            parts.append("holding " + ", ".join(held) + " until they free" + self._lending())
         if job.patient_until > self.now:
             parts.append(words.patience(job.patient_until - self.now))
         elif job.lane == 0 and job.charged and self.s.policy.preempts:
             parts.append(words.next_victim(self._next_victim_in(job)))
         return "; ".join(parts)
+
+    def _lending(self) -> str:
+        if not self.s.policy.lends_holds:
+            return ""
+        return (
+            " (meanwhile short work may borrow their free GPUs; it yields once past its "
+            "minimum runtime)"
+        )
 
     def _gang_phrases(self, job: Job, held: list[str]) -> list[str]:
         """Why a gang has not started: what it holds, when it will hold whole nodes or why
@@ -637,7 +697,7 @@ class Walk:
         if held:
             return [
                 f"holding {', '.join(held)} ({len(held)} of the {job.nodes} nodes it needs) "
-                "until they free"
+                "until they free" + self._lending()
             ]
         if job.lane != 0:
             return []
@@ -711,13 +771,23 @@ class Walk:
             )
         return phrase
 
-    def explain(self, order: list[str]) -> None:
-        """Fill ``reasons`` and ``order`` for every workload still pending."""
-        s, view = self.s, self.view
-        phrase: dict[str, str] = {}
-        ranked: list[str] = []
+    def explain(self, first: list[str], rest: list[str]) -> None:
+        """Fill ``reasons`` and ``order`` for every workload still pending.
+
+        ``first``: groups below their guarantee, ``rest`` the others, each in policy order.
+        The order is the order of service: the guaranteed groups' work, then (with
+        ``Policy.short_first``) the debug-class work of the rest, then the rest's other work,
+        then the free lane.
+        """
+        s = self.s
+        short_first = s.policy.short_first
+        limit = self.params.debug_min_runtime
+        guaranteed = set(first)
+        served_first: list[str] = []  # guaranteed groups, then short work of the others
+        served_next: list[str] = []  # the others' longer work
+        free_lane: list[str] = []
         for lane in (0, 1):
-            for group in order:
+            for group in first + rest:
                 shapes = s._queues.get((lane, group))
                 if not shapes:
                     continue
@@ -726,27 +796,39 @@ class Walk:
                      if (j := s._pending.get(wid)) is not None and j.seq == seq),
                     key=lambda j: j.key,
                 )  # fmt: skip
-                for position, job in enumerate(jobs):
-                    ranked.append(job.id)
-                    if job.head_since is not None:
-                        self.result.blocked_since[job.id] = job.head_since
-                    if job.patient_until > self.now:
-                        self.result.patient_until[job.id] = job.patient_until
-                    project = phrase.get(job.project)
-                    if project is None:
-                        project = phrase[job.project] = view.project_phrase(job.project)
-                    if job.lane == 1:
-                        project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
-                    note = self.notes.get(job.id)
-                    if note is None and position:
-                        note = (
-                            f"behind {position} higher-ranked pending workload"
-                            f"{'' if position == 1 else 's'} in its queue; "
-                            + self._shape_phrase(job)
-                        )
-                    elif note is None:
-                        note = self._blocked_phrase(job) + (
-                            "; the free GPUs are taken or reserved by higher-ranked work"
-                        )
-                    self.result.reasons[job.id] = f"{project}; {note}"
-        self.result.order = ranked
+                self._explain_group(jobs)
+                if lane == 1:
+                    free_lane.extend(j.id for j in jobs)
+                elif group in guaranteed:
+                    served_first.extend(j.id for j in jobs)
+                else:
+                    for j in jobs:
+                        short = short_first and j.charged and j.mr <= limit
+                        (served_first if short else served_next).append(j.id)
+        self.result.order = served_first + served_next + free_lane
+
+    def _explain_group(self, jobs: list[Job]) -> None:
+        """The reasons of one group's pending workloads, ``jobs`` in the group's key order."""
+        view = self.view
+        phrase: dict[str, str] = {}
+        for position, job in enumerate(jobs):
+            if job.head_since is not None:
+                self.result.blocked_since[job.id] = job.head_since
+            if job.patient_until > self.now:
+                self.result.patient_until[job.id] = job.patient_until
+            project = phrase.get(job.project)
+            if project is None:
+                project = phrase[job.project] = view.project_phrase(job.project)
+            if job.lane == 1:
+                project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
+            note = self.notes.get(job.id)
+            if note is None and position:
+                note = (
+                    f"behind {position} higher-ranked pending workload"
+                    f"{'' if position == 1 else 's'} in its queue; " + self._shape_phrase(job)
+                )
+            elif note is None:
+                note = self._blocked_phrase(job) + (
+                    "; the free GPUs are taken or reserved by higher-ranked work"
+                )
+            self.result.reasons[job.id] = f"{project}; {note}"

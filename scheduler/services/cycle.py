@@ -76,7 +76,7 @@ class _State:
 
     nodes: list[tuple[int, str, int, str]]
     workloads: dict[int, _WorkloadRow]
-    open_runs: list[tuple[int, int, dict, datetime, datetime | None]]
+    open_runs: list[tuple[int, int, dict, datetime, datetime | None, int | None]]
     node_ids: dict[str, int] = field(default_factory=dict)
 
 
@@ -126,7 +126,7 @@ def cycle_state_read(cluster: Cluster) -> _State:
             workloads[workload_id].preemptions = count
     open_runs = list(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
-            "id", "workload_id", "placement", "started_at", "stop_requested_at"
+            "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
         )
     )
     return _State(
@@ -183,7 +183,7 @@ def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy
         params=engine.PolicyParams(window_seconds=window),
     )
     running = 0
-    for _, workload_id, placement, started_at, stop_requested_at in state.open_runs:
+    for _, workload_id, placement, started_at, stop_requested_at, loan_for in state.open_runs:
         row = state.workloads.get(workload_id)
         # A run whose stop was ordered is on its way out: its GPUs already went to the
         # preemptor (or to nobody, on a draining node). Its workload waits, in state
@@ -193,6 +193,7 @@ def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy
                 _engine_workload(row, budget.key(row.project_id)),
                 placement,
                 started_at.timestamp(),
+                loan_for=None if loan_for is None else str(loan_for),
             )
             running += 1
     for _, name, _, node_state in state.nodes:
@@ -390,6 +391,7 @@ def _new_run(cluster: Cluster, row: _WorkloadRow, start, history, now: datetime)
         started_at=now,
         start_reason=start.reason,
         protected_until=_instant(start.protected_until, now),
+        loan_for_id=None if start.loan_for is None else int(start.loan_for),
         accounted_until=now,
     )
 
@@ -419,7 +421,7 @@ def _write_stops(
     )
     open_by_workload = {
         workload_id: run_id
-        for run_id, workload_id, _, _, stop_requested_at in state.open_runs
+        for run_id, workload_id, _, _, stop_requested_at, _ in state.open_runs
         if stop_requested_at is None
     }
     stopping = []
@@ -465,7 +467,7 @@ def _write_stops(
 def _write_drained(cluster: Cluster, state: _State, runs: list[Run], now: datetime) -> list[str]:
     """Draining nodes with nothing left on them (stopping runs still count) become drained;
     returns their names."""
-    busy = {name for _, _, placement, _, _ in state.open_runs for name in placement}
+    busy = {name for _, _, placement, *_ in state.open_runs for name in placement}
     busy |= {name for run in runs for name in run.placement}
     drained = [
         name for _, name, _, st in state.nodes if st == NodeState.DRAINING and name not in busy

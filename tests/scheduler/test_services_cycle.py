@@ -265,3 +265,50 @@ def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db
     victim.refresh_from_db()
     assert (owed.state, victim.state) == (WorkloadState.RUNNING, WorkloadState.PREEMPTED)
     assert owed.patient_until is None
+
+
+def test_a_run_that_borrows_a_held_node_is_recorded_and_recalled_by_a_later_cycle(db):
+    """Short work may borrow the free GPUs of a node held for a blocked workload and yields
+    to it once past its protection. The engine is rebuilt every cycle: the loan is kept on
+    the run, or the holder would wait behind its borrower like behind anyone else."""
+    from scheduler.choices import ExitOutcome
+    from scheduler.services.executor_reports import run_report_exit
+
+    world = build_world(shares={"alpha": "70", "beta": "30"})
+    # One node gets beta's 6 GPUs, the other alpha's 4. Both protected for 8 h.
+    beta_fill = submit(world, "beta", gpus=6, min_runtime=8 * 3600)
+    alpha_fill = submit(world, "alpha", gpus=4, min_runtime=8 * 3600)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    ((beta_node, _),) = Run.objects.get(workload=beta_fill).placement.items()
+    ((alpha_node, _),) = Run.objects.get(workload=alpha_fill).placement.items()
+    assert beta_node != alpha_node
+    # alpha's 6-GPU job fits nowhere and keeps alpha within its entitlement (4 + 6 of 11.2):
+    # it holds the node with 4 free GPUs.
+    big = submit(world, "alpha", gpus=6, min_runtime=3600, at=T0 + timedelta(minutes=1))
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=1))
+    big.refresh_from_db()
+    assert f"holding {alpha_node}" in big.engine_reason
+    # beta's 4-GPU debug job (15 min minimum) borrows node2's free GPUs.
+    probe = submit(world, "beta", gpus=4, min_runtime=900, at=T0 + timedelta(minutes=1))
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=2))
+    loan = Run.objects.get(workload=probe)
+    assert loan.placement == {alpha_node: 4}
+    assert loan.loan_for_id == big.id
+    assert "held for" in loan.start_reason
+
+    run_report_exit(
+        run=Run.objects.get(workload=alpha_fill), outcome=ExitOutcome.SUCCEEDED, exit_code=0,
+        now=T0 + timedelta(minutes=10),
+    )  # fmt: skip
+    # Until probe's 15 minutes are over nothing moves; then big takes node2 back.
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=16))
+    probe.refresh_from_db()
+    assert probe.state == WorkloadState.RUNNING
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=17))
+    probe.refresh_from_db()
+    big.refresh_from_db()
+    assert probe.state == WorkloadState.PREEMPTED
+    assert big.state == WorkloadState.RUNNING
+    loan.refresh_from_db()
+    assert loan.preempted_by_id == big.id
+    assert f"borrowed GPUs held for {big.id}" in loan.stop_explanation

@@ -1,0 +1,239 @@
+"""What a hold does besides keeping new work off: it lends, it takes back, it moves.
+
+A blocked workload at the head of its project's turn holds nodes (``Walk._reserve``) so that
+backfill cannot starve it. Held GPUs stand idle until the node has room for the holder, often
+for hours; three rules put them to use without delaying the holder for long:
+
+- **Loans.** Work whose protection is short (debug class: at most ``debug_min_runtime``,
+  churn budget included) may start on the free GPUs of a node held for a pending workload.
+  The run borrows: once past its protection it yields to the holder whenever evicting it lets
+  the holder start, whatever the policy's ranks say. The holder therefore waits at most that
+  protection beyond the moment its node would have been ready.
+- **Recall.** A holder first tries to start by evicting its own borrowers that are past
+  their protection (no break-even patience: the borrower agreed to yield).
+- **Moves.** A single-node holder that has waited ``gang_reserve_after`` (the bound a gang
+  waits before holding whole nodes) may empty a node by moving *one* preemptible workload
+  (past its minimum runtime, or the free lane; never a gang) that fits in the free GPUs of
+  another unheld node: it is requeued and restarts there at the next cycle, its team keeps
+  its GPUs, it loses the work since its last checkpoint. This is KAI Scheduler's
+  consolidation, limited to one move per start so that churn stays bounded.
+
+Borrowers are remembered per holder on the scheduler (``Scheduler._loans``); a driver that
+rebuilds the engine hands them back (``Start.loan_for`` / ``add_running(loan_for=...)``).
+A loan stays a loan for the life of its run; it only matters while its holder is pending.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.engine import reasons as words
+from scheduler.engine.model import NodeState
+from scheduler.engine.placement import NodeRec
+from scheduler.engine.preemption import VictimChoice, cover
+from scheduler.engine.records import Job
+
+if TYPE_CHECKING:
+    from scheduler.engine.walk import Walk
+
+
+def loanable(walk: Walk, job: Job) -> bool:
+    """May ``job`` borrow held GPUs? Charged single-node work whose run would be protected
+    no longer than the debug class (``debug_min_runtime``)."""
+    if not walk.s.policy.lends_holds or not job.charged or job.nodes > 1:
+        return False
+    return walk.s.protection(job) <= walk.params.debug_min_runtime
+
+
+def borrow(walk: Walk, job: Job) -> bool:
+    """Start ``job`` on the fullest node held for a pending workload that has room for it."""
+    s, cap, reserved = walk.s, walk.cap, walk.reserved
+    if not reserved or cap.free_total < job.gpus:
+        return False
+    for free in range(job.gpus, cap.max_gpus + 1):
+        for idx in cap.buckets[free]:
+            holder = reserved.get(idx)
+            if holder is not None and holder in s._pending:
+                rec = cap.nodes[idx]
+                job.loan_for = holder
+                walk._launch(
+                    job,
+                    [rec],
+                    f"borrows free GPUs of {rec.name}, held for {holder} (yields to it once "
+                    "past its minimum runtime)",
+                )
+                return True
+    return False
+
+
+def _recallable(walk: Walk, job: Job, rec: NodeRec) -> list[tuple[float, int, str, Job]] | None:
+    """``job``'s borrowers on ``rec`` that it may evict now, as (lost, GPUs, id, run);
+    None when ``rec`` cannot serve it (held for someone else, not healthy, owned by a gang)."""
+    holder = walk.reserved.get(rec.idx)
+    if holder is not None and holder != job.id:
+        return None
+    if rec.state != NodeState.HEALTHY or rec.exclusive is not None:
+        return None
+    run, now = walk.s._run, walk.now
+    items = []
+    for wid, gpus in rec.running.items():
+        v = run[wid]
+        if v.loan_for == job.id and v.start < now and v.protected_until <= now:
+            items.append((walk._lost_of(v), gpus, wid, v))
+    return items
+
+
+def recall(walk: Walk, job: Job) -> bool:
+    """Start ``job`` by evicting its own borrowers past their protection, if that suffices."""
+    lent = walk.s._loans.get(job.id)
+    if not lent:
+        return False
+    cap = walk.cap
+    if job.nodes == 1:
+        best: tuple[tuple, NodeRec, list[Job]] | None = None
+        for idx in sorted(lent):
+            rec = cap.nodes[idx]
+            if rec.gpus < job.gpus:
+                continue
+            items = _recallable(walk, job, rec)
+            if not items:
+                continue
+            found = cover(items, job.gpus - rec.free)
+            if found is None:
+                continue
+            cost, subset = found
+            key = (cost[0], cost[1], cost[2], idx)
+            if best is None or key < best[0]:
+                best = (key, rec, [item[3] for item in subset])
+        if best is None:
+            return False
+        key, rec, victims = best
+        return _evict_for(walk, job, [rec], victims, key[0])
+    held_by_others = [i for i, holder in walk.reserved.items() if holder != job.id]
+    empty = cap.whole_nodes(job.nodes, job.per_node, held_by_others)
+    if len(empty) >= job.nodes:
+        return False  # it would have started on them: nothing to recall
+    taken = {rec.idx for rec in empty}
+    options: list[tuple[float, int, NodeRec, list[Job]]] = []
+    for idx in sorted(lent):
+        rec = cap.nodes[idx]
+        if idx in taken or rec.gpus < job.per_node:
+            continue
+        items = _recallable(walk, job, rec)
+        if not items or len(items) != len(rec.running):
+            continue
+        options.append((sum(item[0] for item in items), idx, rec, [item[3] for item in items]))
+    if len(empty) + len(options) < job.nodes:
+        return False
+    options.sort(key=lambda o: (o[0], o[1]))
+    chosen = options[: job.nodes - len(empty)]
+    victims = [v for o in chosen for v in o[3]]
+    nodes = sorted(empty + [o[2] for o in chosen], key=lambda r: r.idx)
+    return _evict_for(walk, job, nodes, victims, sum(o[0] for o in chosen))
+
+
+def _evict_for(walk: Walk, job: Job, nodes: list[NodeRec], victims: list[Job], lost: float) -> bool:
+    if len(victims) > walk._preemptions_left():
+        return False
+    where = ", ".join(rec.name for rec in nodes)
+    walk._evict_and_start(
+        job,
+        VictimChoice(nodes, sorted(victims, key=lambda v: v.id), lost),
+        why=f"it borrowed GPUs held for {job.id}, which can now start on {where}",
+    )
+    return True
+
+
+def move_for(walk: Walk, job: Job) -> bool:
+    """Start single-node ``job`` on a node emptied by moving one preemptible workload into
+    the free GPUs of another unheld node (see the module's docstring). Least work lost first,
+    then fewest GPUs moved, then node and workload order."""
+    if not walk.s.policy.consolidates or walk._preemptions_left() <= 0:
+        return False
+    cap, reserved, now = walk.cap, walk.reserved, walk.now
+    run, free_lane = walk.s._run, walk.s.policy.free_lane
+    # The two largest blocks of free GPUs outside held nodes: the moved workload goes to one
+    # that is not on the node being emptied.
+    largest = second = 0
+    largest_at = -1
+    for free in range(cap.max_gpus, 0, -1):
+        for idx in cap.buckets[free]:
+            if idx in reserved:
+                continue
+            if largest_at < 0:
+                largest, largest_at = free, idx
+            else:
+                second = free
+                break
+        if second:
+            break
+    if not largest:
+        return False
+    g = job.gpus
+    best: tuple[tuple[float, int, int, str], NodeRec, Job] | None = None
+    # A node with f free GPUs needs g - f more; the moved workload is at most ``largest``.
+    for free in range(g - 1, max(g - largest, 1) - 1, -1):
+        for idx in cap.buckets[free]:
+            if idx in reserved:
+                continue
+            rec = cap.nodes[idx]
+            if rec.gpus < g:
+                continue
+            room = second if idx == largest_at else largest
+            need = g - free
+            for wid, gpus in rec.running.items():
+                if gpus < need or gpus > room:
+                    continue
+                v = run[wid]
+                if v.nodes > 1 or v.start >= now:
+                    continue
+                if not (v.evictable if v.charged else free_lane):
+                    continue
+                key = (walk._lost_of(v), gpus, idx, wid)
+                if best is None or key < best[0]:
+                    best = (key, rec, v)
+    if best is None:
+        return False
+    key, rec, victim = best
+    walk._evict_and_start(
+        job,
+        VictimChoice([rec], [victim], key[0]),
+        why=(
+            f"moved to empty {rec.name} for {job.id}, which waited "
+            f"{words.duration(now - (job.head_since or now))} blocked; it fits in free GPUs "
+            "of another node and is requeued to restart there"
+        ),
+    )
+    return True
+
+
+def hold_single(walk: Walk, job: Job) -> NodeRec | None:
+    """The node a blocked single-node ``job`` holds: the most free GPUs (its own borrowers
+    count as free, so a hold that lent its GPUs stays where it is), first by position."""
+    cap, reserved = walk.cap, walk.reserved
+    rec = cap.most_free_node(job.gpus, reserved)
+    lent = walk.s._loans.get(job.id)
+    if not lent:
+        return rec
+    best = (rec.free, -rec.idx) if rec is not None else (0, 0)
+    for idx, gpus in sorted(lent.items()):
+        candidate = cap.nodes[idx]
+        if idx in reserved or not candidate.schedulable or candidate.gpus < job.gpus:
+            continue
+        key = (candidate.free + gpus, -idx)
+        if key > best:
+            best, rec = key, candidate
+    return rec
+
+
+def hold_order(walk: Walk, job: Job) -> list[tuple[int, int, NodeRec]]:
+    """Healthy nodes in the order a gang holds them (``Walk._nodes_by_use``), with the GPUs
+    its own borrowers use counted as free."""
+    order = walk._nodes_by_use()
+    lent = walk.s._loans.get(job.id)
+    if not lent:
+        return order
+    keyed = sorted(
+        (used - lent.get(idx, 0), walk._busy_until(rec), idx, rec) for used, idx, rec in order
+    )
+    return [(used, idx, rec) for used, _, idx, rec in keyed]

@@ -1,0 +1,224 @@
+"""Holds that lend, take back and move (``docs/design.md``, "Holds").
+
+A workload blocked at the head of its project's turn holds a node. Debug-class work may
+borrow the held node's free GPUs and yields to the holder once past its protection (recall);
+a single-node holder that waited past the hold threshold may empty a node by moving one
+preemptible workload into the free GPUs of another node; and charged debug-class work of a
+team above its entitlement goes before that team's longer work in the free-GPU order.
+
+Each case below is worked by hand: the numbers in the comments are the whole argument.
+"""
+
+from __future__ import annotations
+
+from scheduler.engine import Scheduler
+from tests.engine.conftest import (
+    HOUR,
+    MINUTE,
+    budget,
+    build_nodes,
+    build_scheduler,
+    build_workload,
+    leaf,
+    placement_of,
+    preempted_ids,
+    started_ids,
+)
+
+T0 = 1000 * HOUR
+LONG = 8 * HOUR  # protected for the whole of every case below
+
+
+def halves():
+    return budget("root", 100, leaf("alpha", 50), leaf("beta", 50))
+
+
+def run(sched: Scheduler, wid, project, placement, *, start=T0, min_runtime=LONG):
+    w = build_workload(wid, project, sum(placement.values()), min_runtime=min_runtime)
+    sched.add_running(w, placement, start)
+    return w
+
+
+# beta has used far more than alpha over the window: alpha's groups are walked first, so
+# alpha's blocked job holds its node before beta's work is placed.
+BETA_OVER = {"alpha": 0.0, "beta": 500_000.0}
+
+
+def fragmented() -> Scheduler:
+    """Two 8-GPU nodes: n0 has 2 GPUs free, n1 has 4; both fillers are protected for 8 h.
+    Budgets alpha 70 % / beta 30 % (11.2 and 4.8 GPUs): alpha's 6-GPU job keeps alpha within
+    its entitlement (4 + 6 = 10), so it is walked in the guarantee pass, before anyone's
+    short work; it fits nowhere, so it holds n1 (the node with the most free GPUs)."""
+    sched = build_scheduler(
+        build_nodes(2), budget("root", 100, leaf("alpha", 70), leaf("beta", 30))
+    )
+    run(sched, "fill0", "beta", {"n0": 6})
+    run(sched, "fill1", "alpha", {"n1": 4})
+    sched.submit(build_workload("big", "alpha", 6, submit=T0))
+    return sched
+
+
+def test_debug_work_borrows_the_free_gpus_of_a_held_node():
+    sched = fragmented()
+    assert sched.cycle(T0 + MINUTE, BETA_OVER).starts == []
+    # beta's 4-GPU debug job (15 min protection) fits only in n1's 4 free GPUs, held for big.
+    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
+    result = sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    assert placement_of(result, "probe") == {"n1": 4}
+    (start,) = result.starts
+    assert start.loan_for == "big"
+    assert "held for big" in start.reason
+    assert sched.running["probe"].loan_for == "big"
+
+
+def test_training_work_does_not_borrow_a_held_node():
+    sched = fragmented()
+    sched.cycle(T0 + MINUTE, BETA_OVER)
+    # The same shape with a 2 h minimum would keep big waiting for 2 h: it may not borrow.
+    sched.submit(build_workload("train", "beta", 4, submit=T0 + MINUTE, min_runtime=2 * HOUR))
+    result = sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    assert "train" not in started_ids(result)
+
+
+def test_the_holder_takes_its_node_back_once_the_borrower_is_past_its_protection():
+    sched = fragmented()
+    sched.cycle(T0 + MINUTE, BETA_OVER)
+    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
+    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    # fill1 ends: n1 has 4 free GPUs and probe's 4; big needs 6.
+    sched.finish("fill1")
+    # probe started at +2 min and is protected for 15 min: until +17 min nothing moves. Then
+    # big takes n1 back at once: a borrower yields without the break-even patience an
+    # ordinary eviction waits out.
+    result = sched.cycle(T0 + 16 * MINUTE, BETA_OVER)
+    assert result.preemptions == [] and "big" not in started_ids(result)
+    result = sched.cycle(T0 + 17 * MINUTE, BETA_OVER)
+    assert preempted_ids(result) == ["probe"]
+    assert result.preemptions[0].by == "big"
+    assert placement_of(result, "big") == {"n1": 6}
+    assert "borrowed GPUs held for big" in result.preemptions[0].reason
+
+
+def test_a_rebuilt_engine_remembers_the_loan_and_recalls_it():
+    sched = fragmented()
+    sched.cycle(T0 + MINUTE, BETA_OVER)
+    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
+    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    sched.finish("fill1")
+    fresh = sched.rebuilt()
+    assert fresh.running["probe"].loan_for == "big"
+    result = fresh.cycle(T0 + 17 * MINUTE, BETA_OVER)
+    assert preempted_ids(result) == ["probe"]
+    assert placement_of(result, "big") == {"n1": 6}
+
+
+def test_a_loan_ends_with_its_run():
+    sched = fragmented()
+    sched.cycle(T0 + MINUTE, BETA_OVER)
+    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
+    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    sched.finish("probe")
+    # A later run on the same node is an ordinary run, not a borrower of big's hold.
+    assert sched._loans == {}
+
+
+# ---------------------------------------------------------------- moves
+
+
+def crowded(filler_gpus: int = 6) -> Scheduler:
+    """Three 8-GPU nodes; budgets alpha 30 % / beta 70 % (of 24 GPUs: 7.2 and 16.8).
+    n0: beta's 1-GPU ``small`` (2 h minimum, started at T0) and 7 free GPUs;
+    n1: beta's ``filler`` protected for 8 h; n2: beta's ``full``, protected for 8 h.
+    beta runs 15 GPUs (or 17), alpha none. alpha's 8-GPU job would take alpha past its own
+    7.2-GPU entitlement, and alpha ranks below beta over the window: neither the guarantee
+    nor the window rank lets it evict ``small``. Only a move can start it."""
+    sched = build_scheduler(
+        build_nodes(3), budget("root", 100, leaf("alpha", 30), leaf("beta", 70))
+    )
+    run(sched, "small", "beta", {"n0": 1}, min_runtime=2 * HOUR)
+    run(sched, "filler", "beta", {"n1": filler_gpus})
+    run(sched, "full", "beta", {"n2": 8})
+    return sched
+
+
+# alpha has used far more than beta: beta ranks first for free GPUs.
+ALPHA_OVER = {"alpha": 500_000.0, "beta": 0.0}
+MOVE_AT = T0 + 3 * HOUR  # small is past its 2 h minimum; filler and full are not
+
+
+def test_a_blocked_single_node_job_gets_a_node_emptied_by_one_move_after_the_hold_threshold():
+    sched = crowded()
+    sched.submit(build_workload("big", "alpha", 8, submit=MOVE_AT))
+    # Before big has waited the 30-minute hold threshold at the head: no move.
+    for minutes in (0, 10, 20):
+        result = sched.cycle(MOVE_AT + minutes * MINUTE, ALPHA_OVER)
+        assert result.preemptions == [] and result.starts == []
+    # Past it: small moves out of n0 (it fits in n1's 2 free GPUs), big starts on n0.
+    result = sched.cycle(MOVE_AT + 31 * MINUTE, ALPHA_OVER)
+    assert preempted_ids(result) == ["small"]
+    assert result.preemptions[0].by == "big"
+    assert "moved to empty n0 for big" in result.preemptions[0].reason
+    assert placement_of(result, "big") == {"n0": 8}
+    # small is requeued with its submit time and restarts in n1's free GPUs next cycle.
+    assert "small" not in sched.running
+    result = sched.cycle(MOVE_AT + 32 * MINUTE, ALPHA_OVER)
+    assert placement_of(result, "small") == {"n1": 1}
+
+
+def test_no_move_when_the_moved_work_would_have_nowhere_to_go():
+    # n1 is full too: moving small would only swap one waiting job for another.
+    sched = crowded(filler_gpus=8)
+    sched.submit(build_workload("big", "alpha", 8, submit=MOVE_AT))
+    for minutes in (0, 20, 31, 60, 120):
+        result = sched.cycle(MOVE_AT + minutes * MINUTE, ALPHA_OVER)
+        assert result.preemptions == [] and result.starts == []
+
+
+def test_other_policies_do_not_move_work():
+    sched = build_scheduler(build_nodes(3), halves(), policy="quota")
+    run(sched, "small", "beta", {"n0": 1}, min_runtime=2 * HOUR)
+    run(sched, "filler", "beta", {"n1": 6})
+    run(sched, "full", "beta", {"n2": 8})
+    sched.submit(build_workload("big", "alpha", 8, submit=MOVE_AT))
+    kinds = set()
+    for minutes in (0, 31, 60):
+        for p in sched.cycle(MOVE_AT + minutes * MINUTE, ALPHA_OVER).preemptions:
+            kinds.add(p.reason.split(" ")[0])
+    assert "moved" not in kinds
+
+
+# ---------------------------------------------------------------- short work first
+
+
+def above_both() -> Scheduler:
+    """Two 8-GPU nodes and budgets of 25 % each for alpha and beta (4 GPUs each) and 50 % for
+    gamma, which runs nothing. alpha runs 8, beta 7: both are above their entitlement, so
+    neither is guaranteed anything; one GPU is free and nothing is preemptible."""
+    sched = build_scheduler(
+        build_nodes(2),
+        budget("root", 100, leaf("alpha", 25), leaf("beta", 25), leaf("gamma", 50)),
+    )
+    run(sched, "a-run", "alpha", {"n0": 8})
+    run(sched, "b-run", "beta", {"n1": 7})
+    return sched
+
+
+# alpha has used less than beta over the window: alpha ranks first for free GPUs.
+BETA_MORE = {"alpha": 100_000.0, "beta": 200_000.0, "gamma": 0.0}
+
+
+def test_a_debug_job_of_a_team_above_entitlement_goes_before_longer_work_ranked_ahead():
+    sched = above_both()
+    sched.submit(build_workload("a-train", "alpha", 1, submit=T0, min_runtime=2 * HOUR))
+    sched.submit(build_workload("b-debug", "beta", 1, submit=T0, min_runtime=15 * MINUTE))
+    result = sched.cycle(T0 + MINUTE, BETA_MORE)
+    assert started_ids(result) == ["b-debug"]
+
+
+def test_without_the_debug_job_the_window_rank_decides():
+    # The control: the same world with beta's job a 2 h run; alpha, ranked first, gets the GPU.
+    sched = above_both()
+    sched.submit(build_workload("a-train", "alpha", 1, submit=T0, min_runtime=2 * HOUR))
+    sched.submit(build_workload("b-train", "beta", 1, submit=T0, min_runtime=2 * HOUR))
+    result = sched.cycle(T0 + MINUTE, BETA_MORE)
+    assert started_ids(result) == ["a-train"]
