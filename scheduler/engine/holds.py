@@ -228,12 +228,31 @@ def hold_single(walk: Walk, job: Job) -> NodeRec | None:
 
 def hold_order(walk: Walk, job: Job) -> list[tuple[int, int, NodeRec]]:
     """Healthy nodes in the order a gang holds them (``Walk._nodes_by_use``), with the GPUs
-    its own borrowers use counted as free."""
+    its own borrowers use counted as free.
+
+    Only the few nodes that lent GPUs move (forward); they are merged into the kept order
+    instead of sorting every node again for each holder.
+    """
     order = walk._nodes_by_use()
     lent = walk.s._loans.get(job.id)
     if not lent:
         return order
-    keyed = sorted(
-        (used - lent.get(idx, 0), walk._busy_until(rec), idx, rec) for used, idx, rec in order
+    moved = sorted(
+        (used - lent[idx], walk._busy_until(rec), idx, rec)
+        for used, idx, rec in order
+        if idx in lent
     )
-    return [(used, idx, rec) for used, _, idx, rec in keyed]
+    merged: list[tuple[int, int, NodeRec]] = []
+    m = 0
+    for used, idx, rec in order:
+        if idx in lent:
+            continue
+        if m < len(moved):
+            key = (used, walk._busy_until(rec), idx)
+            while m < len(moved) and moved[m][:3] < key:
+                merged.append((moved[m][0], moved[m][2], moved[m][3]))
+                m += 1
+        merged.append((used, idx, rec))
+    for used, _, idx, rec in moved[m:]:
+        merged.append((used, idx, rec))
+    return merged

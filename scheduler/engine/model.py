@@ -197,7 +197,7 @@ class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
     ``reasons``, ``order``, ``blocked_since`` and ``patient_until`` are filled only when the
-    cycle ran with ``explain=True``. ``blocked_since`` maps each pending gang that waits
+    cycle ran with ``explain=True``. ``blocked_since`` maps each pending workload that waits
     blocked at the head of its project's turn to when that wait began (see
     ``Workload.blocked_since``); ``patient_until`` maps each pending workload waiting out its
     break-even patience to when that patience ends (see ``Workload.patient_until``).

@@ -53,6 +53,9 @@ class Walk:
         self._by_use: list[tuple[int, int, NodeRec]] | None = None
         self._skip_held: Container[int] = self.reserved
         self._stop = False
+        # group -> (starts, preemptions, answer) of its last ``_group_may_preempt``: the
+        # answer holds until this walk starts or evicts something.
+        self._may_preempt_seen: dict[str, tuple[int, int, bool]] = {}
 
     # -- the walk
 
@@ -126,7 +129,18 @@ class Walk:
         return bool(s._free_running) or self._group_may_preempt(group, shapes)
 
     def _group_may_preempt(self, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
-        """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive."""
+        """Could some head of ``group`` evict anyone (free lane aside)? Cheap and permissive.
+        Asked again by a later pass of the same walk, it answers from memory unless the walk
+        started or evicted something since (nothing else it reads changes inside a walk)."""
+        stamp = (len(self.result.starts), len(self.result.preemptions))
+        seen = self._may_preempt_seen.get(group)
+        if seen is not None and (seen[0], seen[1]) == stamp:
+            return seen[2]
+        answer = self._group_may_preempt_now(group, shapes)
+        self._may_preempt_seen[group] = (stamp[0], stamp[1], answer)
+        return answer
+
+    def _group_may_preempt_now(self, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
         s = self.s
         if s._evictable and self.view.group_may_reclaim(group):
             return True
@@ -153,12 +167,17 @@ class Walk:
         s = self.s
         view = self.view
         heads: list[tuple[tuple, int, _Shape]] = []
+        short_limit = self.params.debug_min_runtime
         for shape in list(shapes):
             job = s._head(shapes[shape])
             if job is None:
                 del shapes[shape]
                 continue
+            if short_only and not (job.charged and job.mr <= short_limit):
+                continue  # the short pass would skip it (below) anyway
             heads.append((job.key, job.seq, shape))
+        if not heads:
+            return
         heapq.heapify(heads)
         first_blocked = True
         while heads:
@@ -169,7 +188,7 @@ class Walk:
                 continue
             if guaranteed_only and not view.within_guarantee(job):
                 continue  # this shape waits for the ordinary pass
-            if short_only and not (job.charged and job.mr <= self.params.debug_min_runtime):
+            if short_only and not (job.charged and job.mr <= short_limit):
                 continue
             if job.id in self._reserved_for:
                 continue  # blocked earlier in this cycle, and holding what it waits for
