@@ -226,33 +226,53 @@ def hold_single(walk: Walk, job: Job) -> NodeRec | None:
     return rec
 
 
-def hold_order(walk: Walk, job: Job) -> list[tuple[int, int, NodeRec]]:
-    """Healthy nodes in the order a gang holds them (``Walk._nodes_by_use``), with the GPUs
-    its own borrowers use counted as free.
+def hold_gang(walk: Walk, job: Job) -> list[int] | None:
+    """The nodes a blocked gang holds: the first ``job.nodes`` unheld nodes with room for its
+    share in the order of ``Walk._nodes_by_use`` (emptiest first), with the GPUs its own
+    borrowers use counted as free; None when there are not enough.
 
-    Only the few nodes that lent GPUs move (forward); they are merged into the kept order
-    instead of sorting every node again for each holder.
+    Only the few nodes that lent GPUs move (forward): they are merged into the kept order,
+    which is read only as far as the gang needs.
     """
     order = walk._nodes_by_use()
+    reserved, per_node, wanted = walk.reserved, job.per_node, job.nodes
+    chosen: list[int] = []
     lent = walk.s._loans.get(job.id)
     if not lent:
-        return order
-    moved = sorted(
-        (used - lent[idx], walk._busy_until(rec), idx, rec)
-        for used, idx, rec in order
-        if idx in lent
-    )
-    merged: list[tuple[int, int, NodeRec]] = []
+        for _, idx, rec in order:
+            if idx not in reserved and rec.gpus >= per_node:
+                chosen.append(idx)
+                if len(chosen) == wanted:
+                    return chosen
+        return None
+    cap = walk.cap
+    moved: list[tuple[int, float, int]] = []
+    for idx, gpus in lent.items():
+        rec = cap.nodes[idx]
+        if rec.state == NodeState.HEALTHY:
+            used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+            moved.append((used - gpus, walk._busy_until(rec), idx))
+    moved.sort()
     m = 0
     for used, idx, rec in order:
         if idx in lent:
             continue
         if m < len(moved):
             key = (used, walk._busy_until(rec), idx)
-            while m < len(moved) and moved[m][:3] < key:
-                merged.append((moved[m][0], moved[m][2], moved[m][3]))
+            while m < len(moved) and moved[m] < key:
+                lent_idx = moved[m][2]
                 m += 1
-        merged.append((used, idx, rec))
-    for used, _, idx, rec in moved[m:]:
-        merged.append((used, idx, rec))
-    return merged
+                if lent_idx not in reserved and cap.nodes[lent_idx].gpus >= per_node:
+                    chosen.append(lent_idx)
+                    if len(chosen) == wanted:
+                        return chosen
+        if idx not in reserved and rec.gpus >= per_node:
+            chosen.append(idx)
+            if len(chosen) == wanted:
+                return chosen
+    for _, _, lent_idx in moved[m:]:
+        if lent_idx not in reserved and cap.nodes[lent_idx].gpus >= per_node:
+            chosen.append(lent_idx)
+            if len(chosen) == wanted:
+                return chosen
+    return None

@@ -635,14 +635,10 @@ class Walk:
             return
         if len(reserved) + job.nodes > self.reserve_budget:
             return
-        chosen: list[int] = []
-        for _, idx, rec in holds.hold_order(self, job):
-            if idx not in reserved and rec.gpus >= job.per_node:
-                chosen.append(idx)
-                if len(chosen) == job.nodes:
-                    for held in chosen:
-                        reserved[held] = job.id
-                    return
+        chosen = holds.hold_gang(self, job)
+        if chosen is not None:
+            for held in chosen:
+                reserved[held] = job.id
 
     def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
         """Healthy nodes as (GPUs in use, position, node): emptiest first, then the node whose
