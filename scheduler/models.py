@@ -156,6 +156,12 @@ class Workload(models.Model):
     # When this pending workload's break-even patience ends (it searches for victims to evict
     # only then); written by each cycle, read by the next.
     patient_until = models.DateTimeField(null=True, blank=True)
+    burst_rank = models.PositiveIntegerField(
+        default=0,
+        help_text="debug-class work: how many debug-class workloads the same submitter sent to "
+        "the same project and cluster in the 30 minutes before (the engine orders a lone "
+        "debug job before the tail of a sweep)",
+    )
     exit_code = models.IntegerField(null=True, blank=True)
 
     class Meta:

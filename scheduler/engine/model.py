@@ -53,6 +53,11 @@ class Workload:
     ``CycleResult.blocked_since`` reported it (a gang holds nodes once that is long enough);
     and ``patient_until``, the end of the break-even patience it was waiting out, as
     ``CycleResult.patient_until`` reported it (it searches for victims again only then).
+
+    ``burst_rank``: for debug-class work, how many debug-class workloads the same submitter
+    sent to the same project in the ``debug_min_runtime`` before this one (``bursts``); the
+    driver computes it at submit. ``fairshare`` orders a project's work by it before submit
+    time, so a lone debug job is not queued behind a colleague's sweep.
     """
 
     id: str
@@ -67,6 +72,7 @@ class Workload:
     queued_at: float | None = None
     blocked_since: float | None = None
     patient_until: float | None = None
+    burst_rank: int = 0
 
     @property
     def is_gang(self) -> bool:

@@ -426,6 +426,12 @@ class FairShare(Policy):
         # Kept across cycles: one instance per scheduler (``make_policy`` makes a new one).
         self._growth = _RoomGrowth()
 
+    def key(self, w: Workload, min_runtime: float) -> tuple:
+        """Order inside a project: priority, then shorter minimum runtime, then a debug job's
+        place in its submitter's burst (``Workload.burst_rank``: a person's lone job before
+        the hundredth job of a sweep), then submit time and id."""
+        return (-w.priority, min_runtime, w.burst_rank, w.submit_time, w.id)
+
     def begin(self, inputs: CycleInputs) -> PolicyView:
         ranking = inputs.tree.rank(inputs.usage, inputs.projects)
         return _FairShareView(inputs, ranking, self._growth)

@@ -67,6 +67,7 @@ class _WorkloadRow:
     state_changed_at: datetime | None
     blocked_since: datetime | None
     patient_until: datetime | None
+    burst_rank: int
     preemptions: int = 0
 
 
@@ -108,6 +109,7 @@ def cycle_state_read(cluster: Cluster) -> _State:
         "state_changed_at",
         "blocked_since",
         "patient_until",
+        "burst_rank",
     )
     workloads = {row[0]: _WorkloadRow(*row) for row in rows}
     # How often each live workload was preempted: its next run is protected longer (the
@@ -140,7 +142,7 @@ def cycle_state_read(cluster: Cluster) -> _State:
 def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
     """The engine's view of a workload row, with what the engine remembered of it last cycle
     (preemptions, when it last became pending, how long it has waited blocked, when its
-    break-even patience ends)."""
+    break-even patience ends) and its place in its submitter's burst."""
     queued_at = None
     if row.state == WorkloadState.PENDING and row.state_changed_at is not None:
         queued_at = max(row.state_changed_at, row.submitted_at).timestamp()
@@ -157,6 +159,7 @@ def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
         queued_at=queued_at,
         blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
         patient_until=None if row.patient_until is None else row.patient_until.timestamp(),
+        burst_rank=row.burst_rank,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -10,8 +10,30 @@ from django.utils import timezone
 
 from governance.models import Cluster, Project
 from scheduler.choices import FINAL_STATES, RunEndReason, WorkloadState
+from scheduler.engine import PolicyParams
+from scheduler.engine.bursts import counts_in_bursts
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Run, Workload
 from scheduler.services.runs import cycle_enqueue, run_request_stop
+
+# Debug-class work sent within one debug-class protection of each other is one burst: the
+# engine's own bound (``scheduler.engine.bursts``).
+BURST_WINDOW_SECONDS = PolicyParams().debug_min_runtime
+
+
+def _burst_base(*, project, cluster, submitted_by, min_runtime_seconds: int, now) -> int:
+    """How many debug-class workloads ``submitted_by`` sent to ``project`` on ``cluster``
+    in the burst window before ``now`` (0 for work outside the debug class)."""
+    if not counts_in_bursts(float(min_runtime_seconds), BURST_WINDOW_SECONDS):
+        return 0
+    return Workload.objects.filter(
+        project=project,
+        cluster=cluster,
+        submitted_by=submitted_by,
+        min_runtime_seconds__gt=0,
+        min_runtime_seconds__lte=BURST_WINDOW_SECONDS,
+        submitted_at__gt=now - timedelta(seconds=BURST_WINDOW_SECONDS),
+        submitted_at__lte=now,
+    ).count()
 
 
 def _validate(
@@ -104,10 +126,15 @@ def workload_submit(
     )
     now = now or timezone.now()
     with transaction.atomic():
+        burst_rank = _burst_base(
+            project=project, cluster=cluster, submitted_by=submitted_by,
+            min_runtime_seconds=min_runtime_seconds, now=now,
+        )  # fmt: skip
         workload = Workload.objects.create(
             project=project,
             cluster=cluster,
             submitted_by=submitted_by,
+            burst_rank=burst_rank,
             name=name.strip(),
             gpus=gpus,
             nodes=nodes,
@@ -174,6 +201,23 @@ def workload_submit_many(
     if errors:
         raise ValidationError(errors)
     now = now or timezone.now()
+    # Each debug-class item's place in the submitter's burst: what the window already holds
+    # for its project and cluster, then the sweep's own earlier items, in the order given.
+    base: dict[tuple[int, int], int] = {}
+    ranks: list[int] = []
+    for item in items:
+        runtime = item.get("min_runtime_seconds", 0)
+        if not counts_in_bursts(float(runtime), BURST_WINDOW_SECONDS):
+            ranks.append(0)
+            continue
+        key = (item["project"].pk, item["cluster"].pk)
+        if key not in base:
+            base[key] = _burst_base(
+                project=item["project"], cluster=item["cluster"], submitted_by=submitted_by,
+                min_runtime_seconds=runtime, now=now,
+            )  # fmt: skip
+        ranks.append(base[key])
+        base[key] += 1
     rows = [
         Workload(
             project=item["project"],
@@ -190,8 +234,9 @@ def workload_submit_many(
             submitted_at=now,
             state_changed_at=now,
             engine_reason="Submitted; waiting for the next scheduling cycle.",
+            burst_rank=rank,
         )
-        for item in items
+        for item, rank in zip(items, ranks, strict=True)
     ]
     with transaction.atomic():
         created = Workload.objects.bulk_create(rows)

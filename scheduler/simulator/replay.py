@@ -235,6 +235,7 @@ def _replay(
     ``shares`` and the owed figures of the result follow ``budgets``, the tree at the start.
     """
     from scheduler.engine import Node, PolicyParams, Workload
+    from scheduler.engine.bursts import BurstRanker
 
     config.validate()
     wall0 = time.perf_counter()
@@ -243,6 +244,8 @@ def _replay(
     jobs: list[JobRecord] = []
     workloads = []
     skipped: list[TraceJob] = []
+    # Philly names no submitter: a project's jobs are ranked as one submitter's.
+    bursts = BurstRanker(PolicyParams().debug_min_runtime)
     for tj in trace.jobs:
         if tj.gpus > config.gpus:
             skipped.append(tj)
@@ -260,6 +263,7 @@ def _replay(
             remaining=tj.duration,
         )
         jobs.append(rec)
+        rank = bursts.rank(rec.project, tj.submitter, rec.submit, rec.min_runtime)
         workloads.append(
             Workload(
                 id=rec.id,
@@ -269,6 +273,7 @@ def _replay(
                 min_runtime=rec.min_runtime,
                 resumable=rec.resumable,
                 nodes=rec.nodes,
+                burst_rank=rank,
             )
         )
     by_id = {rec.id: i for i, rec in enumerate(jobs)}

@@ -4,7 +4,9 @@ Two formats:
 
 - ``canonical``: CSV with header ``id,submit_time,duration_s,gpus,project,min_runtime_s,resumable``.
   ``submit_time`` is ISO 8601 (naive times are UTC) or epoch seconds; ``min_runtime_s`` and
-  ``resumable`` may be empty (the replay's defaults then apply).
+  ``resumable`` may be empty (the replay's defaults then apply). An optional ``submitter``
+  column names who submitted each job (debug jobs are ranked in bursts per submitter;
+  without it, per project).
 - ``philly``: the Microsoft Philly job table, ``timestamp,duration,num_gpus,gpu_time,cluster``;
   the project is the ``cluster`` column (the Philly virtual cluster, i.e. the team).
 
@@ -66,6 +68,7 @@ class TraceJob:
     min_runtime: float | None = None
     resumable: bool | None = None
     line: int = 0
+    submitter: str = ""  # who submitted it, when the trace says ("": unknown)
 
 
 @dataclass
@@ -146,6 +149,8 @@ def read_trace(stream: Iterable[str] | str, fmt: str = "canonical", source: str 
             source=source,
         )
     index = {name: header.index(name) for name in required}
+    if fmt == "canonical" and "submitter" in header:
+        index["submitter"] = header.index("submitter")  # optional: who submitted each job
     parse_row = _canonical_row if fmt == "canonical" else _philly_row
 
     jobs: list[TraceJob] = []
@@ -276,7 +281,15 @@ def _canonical_row(row: list[str], index: dict[str, int], line: int) -> TraceJob
         min_runtime=_duration(min_runtime_text, "min_runtime_s") if min_runtime_text else None,
         resumable=_optional_bool(row[index["resumable"]], "resumable"),
         line=line,
+        submitter=_submitter(row[index["submitter"]]) if "submitter" in index else "",
     )
+
+
+def _submitter(text: str) -> str:
+    value = text.strip()
+    if len(value) > 150:
+        raise ValueError(f"submitter is longer than 150 characters: {value[:20]!r}…")
+    return value
 
 
 def _philly_row(row: list[str], index: dict[str, int], line: int) -> TraceJob:

@@ -312,3 +312,33 @@ def test_a_run_that_borrows_a_held_node_is_recorded_and_recalled_by_a_later_cycl
     loan.refresh_from_db()
     assert loan.preempted_by_id == big.id
     assert f"borrowed GPUs held for {big.id}" in loan.stop_explanation
+
+
+def test_a_colleagues_lone_debug_job_starts_before_the_rest_of_a_sweep(db):
+    """Debug-class work is ranked in its submitter's burst at submit, and the cycle orders
+    a project's work by it: one person's sweep does not queue another's debug job."""
+    from scheduler.services.workloads import workload_submit_many
+    from tests.factories import UserFactory
+
+    world = build_world(nodes=1, gpus_per_node=2, shares={"budgeted": "100"})
+    sam, kim = UserFactory(), UserFactory()
+    project, cluster = world.projects["budgeted"], world.cluster
+    item = {"project": project, "cluster": cluster, "gpus": 1, "min_runtime_seconds": 900,
+            "launch_spec": {"command": ["python", "probe.py"]}}  # fmt: skip
+    sweep = workload_submit_many(
+        items=[{**item, "name": f"sweep-{i}"} for i in range(4)], submitted_by=sam, now=T0
+    )
+    later = submit(world, "budgeted", gpus=1, min_runtime=900, at=T0 + timedelta(seconds=5),
+                   submitted_by=sam)  # fmt: skip
+    lone = submit(world, "budgeted", gpus=1, min_runtime=900, at=T0 + timedelta(seconds=10),
+                  submitted_by=kim)  # fmt: skip
+    training = submit(world, "budgeted", gpus=1, min_runtime=7200, at=T0, submitted_by=sam)
+    for w in (*sweep, later, lone, training):
+        w.refresh_from_db()
+    assert [w.burst_rank for w in sweep] == [0, 1, 2, 3]
+    assert (later.burst_rank, lone.burst_rank, training.burst_rank) == (4, 0, 0)
+
+    scheduling_cycle_run(cluster_id=cluster.id, now=T0 + timedelta(seconds=20))
+
+    started = set(Run.objects.filter(cluster=cluster).values_list("workload_id", flat=True))
+    assert started == {sweep[0].id, lone.id}

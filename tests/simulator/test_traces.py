@@ -112,6 +112,33 @@ def test_a_bad_philly_row_names_its_line():
         )
 
 
+def test_an_optional_submitter_column_names_who_submitted_each_job():
+    trace = read_trace(
+        "submitter," + HEADER
+        + " sam ,j1,2017-01-01T00:00:00Z,60,1,vision,900,\n"
+        + ",j2,2017-01-01T00:01:00Z,60,1,vision,900,\n"
+    )  # fmt: skip
+    assert [j.submitter for j in trace.jobs] == ["sam", ""]
+    assert [j.submitter for j in read_trace(HEADER + "j1,0,60,1,vision,,\n").jobs] == [""]
+
+
+def test_a_submitter_name_too_long_is_a_trace_error_naming_the_line():
+    with pytest.raises(TraceError, match=r"line 2.*submitter"):
+        read_trace("submitter," + HEADER + "x" * 151 + ",j1,0,60,1,vision,,\n")
+
+
+def test_a_sweep_of_one_submitter_is_ranked_in_its_burst_by_the_replay():
+    from scheduler.simulator import ReplayConfig, replay
+
+    rows = "".join(f"s{i},{T0 + i},600,1,vision,900,,sam\n" for i in range(3))
+    rows += f"k1,{T0 + 5},600,1,vision,900,,kim\n"
+    trace = read_trace(HEADER.rstrip("\n") + ",submitter\n" + rows)
+    # One GPU: the sweep's first job, then kim's lone job, then the rest of the sweep.
+    result = replay(trace, None, ReplayConfig(gpus=1, gpus_per_node=1, policy="fairshare"))
+    starts = sorted(result.jobs, key=lambda j: j.first_start)
+    assert [j.id for j in starts] == ["s0", "k1", "s1", "s2"]
+
+
 def test_gzipped_files_are_read_transparently(tmp_path):
     text = HEADER + "j1,0,60,1,p,,\n"
     plain = tmp_path / "t.csv"
