@@ -836,6 +836,12 @@ class Walk:
                 project = phrase[job.project] = view.project_phrase(job.project)
             if job.lane == 1:
                 project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
+            rank = job.w.burst_rank
+            if rank and job.mr <= self.params.debug_min_runtime:
+                project += (
+                    f"; job {rank + 1} of its submitter's burst of debug work (the first of "
+                    "every burst, and a lone debug job, go before it)"
+                )
             note = self.notes.get(job.id)
             if note is None and position:
                 note = (

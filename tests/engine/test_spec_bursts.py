@@ -70,3 +70,16 @@ def test_a_lone_debug_job_goes_before_the_rest_of_a_sweep():
 
 def test_the_quota_baseline_keeps_submit_order():
     assert sweep_then_lone("quota")[-1] == "lone"
+
+
+def test_a_waiting_sweep_job_says_where_it_stands_in_its_burst():
+    sched = build_scheduler(build_nodes(1, gpus=1), budget("root", 100, leaf("alpha", 100)))
+    for i in range(3):
+        sched.submit(debug_job(f"sweep-{i}", T0 + i, rank=i))
+    sched.submit(debug_job("lone", T0 + 10, rank=0))
+    result = sched.cycle(T0 + MINUTE, {"alpha": 0.0}, explain=True)
+    assert started_ids(result) == ["sweep-0"]
+    assert result.order == ["lone", "sweep-1", "sweep-2"]
+    assert "job 3 of its submitter's burst of debug work" in result.reasons["sweep-2"]
+    assert "job 2 of its submitter's burst of debug work" in result.reasons["sweep-1"]
+    assert "burst" not in result.reasons["lone"]
