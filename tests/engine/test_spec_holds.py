@@ -58,11 +58,25 @@ def fragmented() -> Scheduler:
     return sched
 
 
+def probe(submit: float = T0 + MINUTE):
+    """beta's 4-GPU debug job (15 min protection)."""
+    return build_workload("probe", "beta", 4, submit=submit, min_runtime=15 * MINUTE)
+
+
+def lent() -> Scheduler:
+    """``fragmented`` after big held n1 (at +1 min) and probe borrowed its 4 GPUs (+2 min)."""
+    sched = fragmented()
+    sched.cycle(T0 + MINUTE, BETA_OVER)
+    sched.submit(probe())
+    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    return sched
+
+
 def test_debug_work_borrows_the_free_gpus_of_a_held_node():
     sched = fragmented()
     assert sched.cycle(T0 + MINUTE, BETA_OVER).starts == []
-    # beta's 4-GPU debug job (15 min protection) fits only in n1's 4 free GPUs, held for big.
-    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
+    # probe fits only in n1's 4 free GPUs, held for big.
+    sched.submit(probe())
     result = sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
     assert placement_of(result, "probe") == {"n1": 4}
     (start,) = result.starts
@@ -81,10 +95,7 @@ def test_training_work_does_not_borrow_a_held_node():
 
 
 def test_the_holder_takes_its_node_back_once_the_borrower_is_past_its_protection():
-    sched = fragmented()
-    sched.cycle(T0 + MINUTE, BETA_OVER)
-    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
-    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    sched = lent()
     # fill1 ends: n1 has 4 free GPUs and probe's 4; big needs 6.
     sched.finish("fill1")
     # probe started at +2 min and is protected for 15 min: until +17 min nothing moves. Then
@@ -100,10 +111,7 @@ def test_the_holder_takes_its_node_back_once_the_borrower_is_past_its_protection
 
 
 def test_a_rebuilt_engine_remembers_the_loan_and_recalls_it():
-    sched = fragmented()
-    sched.cycle(T0 + MINUTE, BETA_OVER)
-    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
-    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    sched = lent()
     sched.finish("fill1")
     fresh = sched.rebuilt()
     assert fresh.running["probe"].loan_for == "big"
@@ -113,10 +121,7 @@ def test_a_rebuilt_engine_remembers_the_loan_and_recalls_it():
 
 
 def test_a_loan_ends_with_its_run():
-    sched = fragmented()
-    sched.cycle(T0 + MINUTE, BETA_OVER)
-    sched.submit(build_workload("probe", "beta", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
-    sched.cycle(T0 + 2 * MINUTE, BETA_OVER)
+    sched = lent()
     sched.finish("probe")
     # A later run on the same node is an ordinary run, not a borrower of big's hold.
     assert sched._loans == {}
