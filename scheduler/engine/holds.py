@@ -25,6 +25,7 @@ A loan stays a loan for the life of its run; it only matters while its holder is
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from scheduler.engine import reasons as words
@@ -229,22 +230,27 @@ def hold_single(walk: Walk, job: Job) -> NodeRec | None:
 def hold_gang(walk: Walk, job: Job) -> list[int] | None:
     """The nodes a blocked gang holds: the first ``job.nodes`` unheld nodes with room for its
     share in the order of ``Walk._nodes_by_use`` (emptiest first), with the GPUs its own
-    borrowers use counted as free; None when there are not enough.
-
-    Only the few nodes that lent GPUs move (forward): they are merged into the kept order,
-    which is read only as far as the gang needs.
-    """
-    order = walk._nodes_by_use()
+    borrowers use counted as free; None when there are not enough."""
     reserved, per_node, wanted = walk.reserved, job.per_node, job.nodes
+    cap = walk.cap
     chosen: list[int] = []
-    lent = walk.s._loans.get(job.id)
+    for idx in _hold_order(walk, walk.s._loans.get(job.id)):
+        if idx not in reserved and cap.nodes[idx].gpus >= per_node:
+            chosen.append(idx)
+            if len(chosen) == wanted:
+                return chosen
+    return None
+
+
+def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
+    """Node positions in ``Walk._nodes_by_use`` order, the nodes in ``lent`` moved forward by
+    the GPUs lent on them. Only those few move: they are merged into the kept order, which is
+    read only as far as the caller needs."""
+    order = walk._nodes_by_use()
     if not lent:
-        for _, idx, rec in order:
-            if idx not in reserved and rec.gpus >= per_node:
-                chosen.append(idx)
-                if len(chosen) == wanted:
-                    return chosen
-        return None
+        for _, idx, _ in order:
+            yield idx
+        return
     cap = walk.cap
     moved: list[tuple[int, float, int]] = []
     for idx, gpus in lent.items():
@@ -260,19 +266,8 @@ def hold_gang(walk: Walk, job: Job) -> list[int] | None:
         if m < len(moved):
             key = (used, walk._busy_until(rec), idx)
             while m < len(moved) and moved[m] < key:
-                lent_idx = moved[m][2]
+                yield moved[m][2]
                 m += 1
-                if lent_idx not in reserved and cap.nodes[lent_idx].gpus >= per_node:
-                    chosen.append(lent_idx)
-                    if len(chosen) == wanted:
-                        return chosen
-        if idx not in reserved and rec.gpus >= per_node:
-            chosen.append(idx)
-            if len(chosen) == wanted:
-                return chosen
+        yield idx
     for _, _, lent_idx in moved[m:]:
-        if lent_idx not in reserved and cap.nodes[lent_idx].gpus >= per_node:
-            chosen.append(lent_idx)
-            if len(chosen) == wanted:
-                return chosen
-    return None
+        yield lent_idx

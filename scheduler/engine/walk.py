@@ -167,13 +167,12 @@ class Walk:
         s = self.s
         view = self.view
         heads: list[tuple[tuple, int, _Shape]] = []
-        short_limit = self.params.debug_min_runtime
         for shape in list(shapes):
             job = s._head(shapes[shape])
             if job is None:
                 del shapes[shape]
                 continue
-            if short_only and not (job.charged and job.mr <= short_limit):
+            if short_only and not self._short(job):
                 continue  # the short pass would skip it (below) anyway
             heads.append((job.key, job.seq, shape))
         if not heads:
@@ -188,7 +187,7 @@ class Walk:
                 continue
             if guaranteed_only and not view.within_guarantee(job):
                 continue  # this shape waits for the ordinary pass
-            if short_only and not (job.charged and job.mr <= short_limit):
+            if short_only and not self._short(job):
                 continue
             if job.id in self._reserved_for:
                 continue  # blocked earlier in this cycle, and holding what it waits for
@@ -348,6 +347,10 @@ class Walk:
         if job.project in s._evictable and self._may_evict_own(job):
             return True
         return bool(s._evictable) and self.view.may_reclaim(job)
+
+    def _short(self, job: Job) -> bool:
+        """Is ``job`` charged debug-class work (minimum runtime at most ``debug_min_runtime``)?"""
+        return job.charged and job.mr <= self.params.debug_min_runtime
 
     def _may_evict_own(self, job: Job) -> bool:
         """Does ``job``'s project run evictable work of a lower class than ``job`` (class:
@@ -599,23 +602,18 @@ class Walk:
         A single-node workload blocked by fragmentation holds the node with the most free
         GPUs; with a policy that consolidates, once it has waited ``gang_reserve_after`` at
         the head of its group it may instead empty a node by moving one workload
-        (``holds.move_for``). A gang holds whole nodes only after waiting ``gang_reserve_after`` at the head
-        of its group (reserving many nodes idles them, so give packing a chance first); it
-        picks empty nodes first, then those whose work may be preempted soonest.
+        (``holds.move_for``). A gang holds whole nodes only after waiting the same bound
+        (reserving many nodes idles them, so give packing a chance first); it picks empty
+        nodes first, then those whose work may be preempted soonest.
         Holds stop when ``max_reserved_fraction`` of healthy nodes are held; a gang's wait
         and the clearing of nodes for it do not stop with them.
         """
         reserved = self.reserved
-        s, now = self.s, self.now
+        s = self.s
         if job.nodes == 1:
-            if s.policy.consolidates and job.charged:
-                if job.head_since is None:
-                    job.head_since = now
-                due = job.head_since + self.params.gang_reserve_after
-                if now < due:
-                    s._next_timer = min(s._next_timer, due)
-                elif holds.move_for(self, job):
-                    return
+            consolidates = s.policy.consolidates and job.charged
+            if consolidates and self._waited_bound(job) and holds.move_for(self, job):
+                return
             if len(reserved) >= self.reserve_budget:
                 return
             rec = holds.hold_single(self, job)
@@ -625,11 +623,7 @@ class Walk:
         # A gang's wait and its right to have nodes cleared do not depend on the cap on
         # held nodes: clearing holds nothing, and a gang that could not hold because other
         # work held the cap would otherwise never start its wait.
-        if job.head_since is None:
-            job.head_since = now
-        due = job.head_since + self.params.gang_reserve_after
-        if now < due:
-            s._next_timer = min(s._next_timer, due)
+        if not self._waited_bound(job):
             return
         if s.policy.preempts and job.charged and self._clear_for_gang(job):
             return
@@ -639,6 +633,17 @@ class Walk:
         if chosen is not None:
             for held in chosen:
                 reserved[held] = job.id
+
+    def _waited_bound(self, job: Job) -> bool:
+        """Has ``job`` waited ``gang_reserve_after`` blocked at the head of its group? Its
+        wait starts now if it had not; until the bound, the scheduler wakes when it ends."""
+        if job.head_since is None:
+            job.head_since = self.now
+        due = job.head_since + self.params.gang_reserve_after
+        if self.now < due:
+            self.s._next_timer = min(self.s._next_timer, due)
+            return False
+        return True
 
     def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
         """Healthy nodes as (GPUs in use, position, node): emptiest first, then the node whose
@@ -796,7 +801,6 @@ class Walk:
         """
         s = self.s
         short_first = s.policy.short_first
-        limit = self.params.debug_min_runtime
         guaranteed = set(first)
         served_first: list[str] = []  # guaranteed groups, then short work of the others
         served_next: list[str] = []  # the others' longer work
@@ -818,7 +822,7 @@ class Walk:
                     served_first.extend(j.id for j in jobs)
                 else:
                     for j in jobs:
-                        short = short_first and j.charged and j.mr <= limit
+                        short = short_first and self._short(j)
                         (served_first if short else served_next).append(j.id)
         self.result.order = served_first + served_next + free_lane
 
@@ -837,7 +841,7 @@ class Walk:
             if job.lane == 1:
                 project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
             rank = job.w.burst_rank
-            if rank and job.mr <= self.params.debug_min_runtime:
+            if rank and self._short(job):
                 project += (
                     f"; job {rank + 1} of its submitter's burst of debug work (the first of "
                     "every burst, and a lone debug job, go before it)"
