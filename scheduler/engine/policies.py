@@ -99,6 +99,12 @@ class PolicyView:
         """
         return False
 
+    def reclaim_limit(self, job: Job, project: str) -> int | None:
+        """The most GPUs one eviction choice of ``job`` may take from another ``project``'s
+        charged work, all its victims together; None when only each victim alone is judged
+        (``may_preempt_project``)."""
+        return None
+
     def signature(self, job: Job) -> object:
         """What ``job``'s victim eligibility depends on, beyond the nodes themselves.
 
@@ -311,6 +317,11 @@ class _FairShareView(PolicyView):
             return False
         room = self._room(project)
         return room > 0 and victim_gpus <= room
+
+    def reclaim_limit(self, job: Job, project: str) -> int | None:
+        # The same rule for a set: several victims of one team, each within its room, must
+        # not together take the team below its entitlement.
+        return None if project == job.project else self._room(project)
 
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         # Only a strictly better class (higher priority, or same priority and a shorter

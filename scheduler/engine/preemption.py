@@ -6,7 +6,11 @@ Only what lets the preemptor start is evicted: one node's worth for a single-nod
 nodes for a gang.
 
 The searches take an ``eligible(victim)`` predicate (the policy's rules, memoised per
-search) and a ``lost(victim)`` function, so the policy stays out of this module.
+search), a ``lost(victim)`` function and a ``limit(victim)`` (the victim's team and the most
+GPUs one choice may take from that team in all, or None), so the policy stays out of this
+module. ``eligible`` judges each victim alone; ``limit`` makes a set of victims of one team
+count together: two runs that each fit in what a team borrows may not both go when together
+they take the team below its entitlement.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from scheduler.engine.records import Job
 
 Eligible = Callable[[Job], bool]
 Lost = Callable[[Job], float]
+Limit = Callable[[Job], tuple[str, int] | None]
 
 
 @dataclass(slots=True)
@@ -38,8 +43,11 @@ class SearchResult:
     choice: VictimChoice | None
 
 
-def cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
-    """Cheapest subset of ``items`` (lost, gpus, id, job) freeing at least ``need`` GPUs.
+def cover(
+    items: list[tuple[float, int, str, Job]], need: int, limit: Limit | None = None
+) -> tuple | None:
+    """Cheapest subset of ``items`` (lost, gpus, id, job) freeing at least ``need`` GPUs,
+    taking from no team more than its ``limit``.
 
     A small knapsack: states are GPUs freed so far (capped at ``need``), each keeping its
     cheapest (lost, GPUs, count, ids) cost. Items on one node are few, so this is exact and
@@ -49,6 +57,10 @@ def cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
         return (0.0, 0, 0, ()), ()
     if sum(i[1] for i in items) < need:
         return None
+    if limit is not None:
+        binding = _binding_limits(items, limit)
+        if binding:
+            return _cover_within(items, need, limit, binding)
     if len(items) == 1:
         item = items[0]
         return (item[0], item[1], 1, (item[2],)), (item,)
@@ -66,8 +78,58 @@ def cover(items: list[tuple[float, int, str, Job]], need: int) -> tuple | None:
     return states.get(need)
 
 
+def _binding_limits(items: list[tuple[float, int, str, Job]], limit: Limit) -> dict[str, int]:
+    """The teams whose limit ``items`` could break (their GPUs among the items sum above
+    it), each with its limit; empty when any subset of the items respects every limit."""
+    total: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    for item in items:
+        found = limit(item[3])
+        if found is not None:
+            team, cap = found
+            caps[team] = cap
+            total[team] = total.get(team, 0) + item[1]
+    return {team: caps[team] for team, gpus in total.items() if gpus > caps[team]}
+
+
+def _cover_within(
+    items: list[tuple[float, int, str, Job]], need: int, limit: Limit, binding: dict[str, int]
+) -> tuple | None:
+    """``cover`` when some team's limit binds: states are (GPUs freed, GPUs taken from each
+    binding team), so the answer is still the exact cheapest subset that respects them."""
+    teams = sorted(binding)
+    slot = {team: i for i, team in enumerate(teams)}
+    empty = (0,) * len(teams)
+    states: dict[tuple[int, tuple[int, ...]], tuple[tuple, tuple]] = {
+        (0, empty): ((0.0, 0, 0, ()), ())
+    }
+    for item in sorted(items, key=lambda i: i[2]):
+        lost, gpus, wid, victim = item
+        found = limit(victim)
+        i = slot.get(found[0]) if found is not None else None
+        for (freed, taken), (cost, subset) in list(states.items()):
+            if freed >= need:
+                continue
+            if i is not None:
+                if taken[i] + gpus > binding[teams[i]]:
+                    continue
+                taken = (*taken[:i], taken[i] + gpus, *taken[i + 1 :])
+            key = (min(need, freed + gpus), taken)
+            new = (cost[0] + lost, cost[1] + gpus, cost[2] + 1, (*cost[3], wid))
+            old = states.get(key)
+            if old is None or new < old[0]:
+                states[key] = (new, (*subset, item))
+    done = [found for (freed, _), found in states.items() if freed >= need]
+    return min(done, key=lambda f: f[0]) if done else None
+
+
 def node_option(
-    job: Job, rec: NodeRec, run: dict[str, Job], eligible: Eligible, lost: Lost
+    job: Job,
+    rec: NodeRec,
+    run: dict[str, Job],
+    eligible: Eligible,
+    lost: Lost,
+    limit: Limit | None = None,
 ) -> tuple[tuple, list[Job]] | None:
     """The cheapest way to fit single-node ``job`` on ``rec`` by evicting, or None.
 
@@ -89,7 +151,7 @@ def node_option(
             items.append((lost(victim), gpus, wid, victim))
     if not items:
         return None
-    found = cover(items, need)
+    found = cover(items, need, limit)
     if found is None:
         return None
     cost, subset = found
@@ -106,6 +168,7 @@ def single_node_search(
     eligible: Eligible,
     lost: Lost,
     only: Iterable[int] | None = None,
+    limit: Limit | None = None,
 ) -> SearchResult:
     """Best node for a single-node ``job`` after evictions.
 
@@ -124,7 +187,7 @@ def single_node_search(
         nonlocal best
         if rec.idx in reserved:
             return  # held for a higher-ranked workload
-        option = node_option(job, rec, run, eligible, lost)
+        option = node_option(job, rec, run, eligible, lost, limit)
         if option is None:
             return
         if best is None or option[0] < best[0]:
@@ -159,12 +222,14 @@ def gang_search(
     reserved: Container[int],
     eligible: Eligible,
     lost: Lost,
+    limit: Limit | None = None,
 ) -> SearchResult:
     """Cheapest ``job.nodes`` whole nodes for a gang: empty ones first, then clearable ones.
 
     A node is clearable when every workload on it is eligible. A gang victim spread over k
     nodes frees all of them, so each of its nodes is charged 1/k of its lost work when
-    ranking nodes.
+    ranking nodes. Nodes are taken cheapest first, skipping one whose work would take a team
+    past its ``limit`` together with the nodes already taken.
     """
     per_node = job.per_node
     options: list[tuple[float, int, int, NodeRec, list[Job]]] = []
@@ -190,7 +255,13 @@ def gang_search(
     if len(options) < job.nodes:
         return SearchResult(None)
     options.sort(key=lambda o: (o[0], o[1], o[2]))
-    chosen = sorted(options[: job.nodes], key=lambda o: o[2])
+    if limit is None:
+        picked = options[: job.nodes]
+    else:
+        picked = _within_limits(options, job.nodes, limit)
+        if len(picked) < job.nodes:
+            return SearchResult(None)
+    chosen = sorted(picked, key=lambda o: o[2])
     victims_by_id: dict[str, Job] = {}
     for option in chosen:
         for v in option[4]:
@@ -201,3 +272,32 @@ def gang_search(
             [o[3] for o in chosen], [victims_by_id[k] for k in sorted(victims_by_id)], total
         )
     )
+
+
+def _within_limits(
+    options: list[tuple[float, int, int, NodeRec, list[Job]]], count: int, limit: Limit
+) -> list[tuple[float, int, int, NodeRec, list[Job]]]:
+    """The first ``count`` of ``options`` (cheapest first) whose victims, counted once each
+    over every node taken, take no team past its limit; fewer if there are not enough."""
+    picked = []
+    taken: dict[str, int] = {}
+    seen: set[str] = set()
+    for option in options:
+        extra: dict[str, int] = {}
+        caps: dict[str, int] = {}
+        for v in option[4]:
+            if v.id in seen:
+                continue
+            found = limit(v)
+            if found is not None:
+                team, caps[team] = found
+                extra[team] = extra.get(team, 0) + v.gpus
+        if any(taken.get(team, 0) + gpus > caps[team] for team, gpus in extra.items()):
+            continue
+        for team, gpus in extra.items():
+            taken[team] = taken.get(team, 0) + gpus
+        seen.update(v.id for v in option[4])
+        picked.append(option)
+        if len(picked) == count:
+            break
+    return picked

@@ -417,6 +417,24 @@ class Walk:
 
         return eligible
 
+    def _limit_for(self, job: Job):
+        """The policy's limit on what one choice of ``job`` takes from each other team
+        (``PolicyView.reclaim_limit``), memoised per team, as the searches' ``limit``."""
+        view, project = self.view, job.project
+        limits: dict[str, int | None] = {}
+
+        def limit(victim: Job) -> tuple[str, int] | None:
+            if not victim.charged or victim.project == project:
+                return None
+            team = victim.project
+            if team in limits:
+                cap = limits[team]
+            else:
+                cap = limits[team] = view.reclaim_limit(job, team)
+            return None if cap is None else (team, cap)
+
+        return limit
+
     def _preemptions_left(self) -> int:
         return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
 
@@ -429,12 +447,15 @@ class Walk:
         s = self.s
         eligible = self._eligible_for(job)
         pool = self._victim_pool(job) if only is None else ()
+        limit = self._limit_for(job)
         if job.nodes == 1:
             found = single_node_search(
-                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, only
+                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, only, limit
             )
         else:
-            found = gang_search(job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of)
+            found = gang_search(
+                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, limit
+            )
         choice = found.choice
         if choice is not None and len(choice.victims) > self._preemptions_left():
             return False, True  # over this cycle's eviction budget: try again next cycle

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.engine import Workload
+from scheduler.engine.fairtree import BudgetTree
 from tests.engine.conftest import (
     HOUR,
     MINUTE,
@@ -234,6 +235,66 @@ def test_a_reclaim_never_digs_a_bigger_hole_than_it_fills():
     assert [s.workload_id for s in result.starts] == ["beta-debug"]
 
 
+def test_a_reclaim_counts_every_victim_of_one_team_together():
+    sched = build_scheduler(build_nodes(2), halves())
+    for i in range(3):
+        run(sched, f"alpha-{i}", "alpha", {"n0": 2})
+    run(sched, "alpha-big", "alpha", {"n1": 4})
+    run(sched, "beta-run", "beta", {"n0": 1})
+    # alpha runs 10 GPUs, 2 above its 8. beta (1 of 8) needs 5 on one node: n0 has 1 free,
+    # so two of alpha's 2-GPU runs would have to go. Each alone fits in alpha's 2 GPUs of
+    # room; both together would take alpha to 6, below its entitlement: refused.
+    sched.submit(build_workload("beta-5", "beta", 5, submit=T0 - 100 * HOUR))
+    result = sched.cycle(LATER, OVER)
+    assert result.preemptions == []
+    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 10
+
+
+def test_a_reclaim_takes_what_a_team_borrows_when_one_victim_is_enough():
+    sched = build_scheduler(build_nodes(2), halves())
+    for i in range(3):
+        run(sched, f"alpha-{i}", "alpha", {"n0": 2})
+    run(sched, "alpha-big", "alpha", {"n1": 4})
+    run(sched, "beta-run", "beta", {"n0": 1})
+    run(sched, "beta-n1", "beta", {"n1": 4})
+    # The same world with n1 full and beta asking for 3 GPUs (5 + 3 = its 8): one 2-GPU run
+    # of alpha is enough (n0 has 1 free), and alpha keeps its 8.
+    sched.submit(build_workload("beta-3", "beta", 3, submit=T0 - 100 * HOUR))
+    result = sched.cycle(LATER, OVER)
+    assert len(result.preemptions) == 1
+    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 8
+
+
+def gang_world(on_n1: int, small: int):
+    """4 nodes of 8; alpha runs 8 GPUs on n0, ``on_n1`` on n1 and ``small`` alone on each of
+    n2 and n3 (its entitlement is 16 of 32); beta, running nothing, waits with a 2-node,
+    16-GPU gang that the guarantee lets reclaim."""
+    sched = build_scheduler(build_nodes(4), halves())
+    run(sched, "alpha-a", "alpha", {"n0": 8})
+    run(sched, "alpha-b", "alpha", {"n1": on_n1})
+    run(sched, "alpha-c", "alpha", {"n2": small})
+    run(sched, "alpha-d", "alpha", {"n3": small})
+    sched.submit(build_workload("beta-gang", "beta", 16, nodes=2, submit=T0 - 100 * HOUR))
+    return sched
+
+
+def test_a_gang_reclaim_clears_nodes_holding_what_the_team_borrows():
+    # alpha runs 20 and borrows 4, all on n2 and n3: clearing both leaves it its 16.
+    sched = gang_world(on_n1=8, small=2)
+    result = sched.cycle(LATER, OVER)
+    assert sorted(preempted_ids(result)) == ["alpha-c", "alpha-d"]
+    assert placement_of(result, "beta-gang") == {"n2": 8, "n3": 8}
+
+
+def test_a_gang_reclaim_counts_every_cleared_node_of_one_team_together():
+    # alpha runs 19 and borrows 3: each 3-GPU run alone fits in that room, clearing both
+    # n2 and n3 would take alpha to 13 of its 16: refused.
+    sched = gang_world(on_n1=5, small=3)
+    result = sched.cycle(LATER, OVER)
+    assert result.preemptions == []
+    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 19
+
+
 # ---------------------------------------------------------------- no oscillation
 
 
@@ -387,6 +448,48 @@ def test_no_two_teams_evict_each_other_back_and_forth(case):
     # Protection lengthens with each eviction (at most 8 h), so a cluster that still
     # evicted across teams on its third day would be oscillating.
     assert last_eviction < 2 * 24 * HOUR
+
+
+@settings(max_examples=100, deadline=None)
+@given(contested_clusters())
+# Found by this test: one reclaim of 5 GPUs evicted three 2-GPU runs of a team 2 above its 8.
+@example(([50.0, 50.0], 2, 8, [(0, 2, 900.0), (0, 4, 900.0), (1, 1, 900.0), (1, 5, 900.0)], [0, 0]))
+def test_no_reclaim_takes_the_victims_team_below_its_entitlement(case):
+    """Whatever the shares, shapes and usage: the GPUs a team loses to other teams' reclaims
+    in one cycle, all victims together, never take it below its entitlement. (A move takes
+    nothing from the moved workload's team; a recalled loan gave back GPUs held for someone
+    else: neither is a reclaim.)"""
+    shares, nodes, gpn, jobs, usage0 = case
+    names = [f"t{i}" for i in range(len(shares))]
+    tree = budget("root", 100, *(leaf(n, s) for n, s in zip(names, shares, strict=True)))
+    entitled = BudgetTree(tree).entitled_gpus(nodes * gpn)
+    sched = build_scheduler(build_nodes(nodes, gpn), tree)
+    for i, (team, gpus, min_runtime) in enumerate(jobs):
+        for copy in range(3):
+            sched.submit(
+                build_workload(f"{names[team]}-{i}-{copy}", names[team], gpus,
+                               submit=float(i), min_runtime=min_runtime)
+            )  # fmt: skip
+    usage = dict(zip(names, map(float, usage0), strict=True))
+    step, now = 10 * MINUTE, 0.0
+    while now <= 24 * HOUR:
+        held = {n: 0 for n in names}
+        for rec in sched.running.values():
+            held[rec.workload.project] += rec.workload.gpus
+        gpus_of = {wid: rec.workload.gpus for wid, rec in sched.running.items()}
+        result = sched.cycle(now, dict(usage))
+        lost = {n: 0 for n in names}
+        for p in result.preemptions:
+            victim, by = p.workload_id.split("-")[0], p.by.split("-")[0]
+            if victim == by or "moved to empty" in p.reason or "borrowed GPUs held" in p.reason:
+                continue
+            lost[victim] += gpus_of[p.workload_id]
+        for team, gone in lost.items():
+            if gone:
+                assert held[team] - gone >= entitled.get(team, 0), (now, team, held, lost)
+        for rec in sched.running.values():
+            usage[rec.workload.project] += rec.workload.gpus * step
+        now += step
 
 
 def test_the_explained_order_puts_teams_below_their_entitlement_first():
