@@ -17,6 +17,7 @@ class Job:
     __slots__ = (
         "charged",
         "clear_count",
+        "clear_held",
         "clear_pos",
         "clear_room",
         "evictable",
@@ -81,10 +82,13 @@ class Job:
         self.fail_held: tuple[int, ...] = ()
         # Memo of the last failed attempt to clear whole nodes for this gang: the opportunity
         # log position then, how many nodes were admissible, and the other teams' room to be
-        # reclaimed from (see Walk._clear_for_gang).
+        # reclaimed from (see Walk._clear_for_gang). A single-node workload's failed
+        # one-step reclaim keeps the same memo and the nodes held for others then
+        # (Walk._reclaim_one_step).
         self.clear_pos = -1
         self.clear_count = 0
         self.clear_room: dict[str, int] = {}
+        self.clear_held: tuple[int, ...] = ()
 
     @property
     def per_node(self) -> int:

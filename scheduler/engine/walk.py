@@ -370,7 +370,9 @@ class Walk:
             worst = s._worst_class[project] = max(s._evictable_classes[project])
         return worst
 
-    def _victim_pool(self, job: Job) -> Iterable[tuple[float, str, Job]]:
+    def _victim_pool(
+        self, job: Job, reclaim: bool | None = None
+    ) -> Iterable[tuple[float, str, Job]]:
         """Everything ``job`` might preempt, merged cheapest first, projects pre-filtered.
 
         Projects the policy refuses even for a one-GPU victim (the most permissive case)
@@ -382,7 +384,7 @@ class Walk:
             sources.append(self._pool_of(None))
         if job.project in s._evictable and self._may_evict_own(job):
             sources.append(self._pool_of(job.project))
-        if view.may_reclaim(job):
+        if view.may_reclaim(job) if reclaim is None else reclaim:
             for project in sorted(s._evictable):
                 if project != job.project and view.may_preempt_project(job, project, 1):
                     sources.append(self._pool_of(project))
@@ -390,13 +392,15 @@ class Walk:
             return sources[0]
         return heapq.merge(*sources)
 
-    def _eligible_for(self, job: Job):
-        """The policy's victim rule for ``job``, memoised per victim project."""
+    def _eligible_for(self, job: Job, reclaim: bool | None = None):
+        """The policy's victim rule for ``job``, memoised per victim project (``reclaim``:
+        whether it may take other teams' work; by default the policy's ``may_reclaim``)."""
         view, now = self.view, self.now
         project = job.project
         free_lane = self.s.policy.free_lane
         allowed: dict[tuple[str, int], bool] = {}
-        reclaim = view.may_reclaim(job)
+        if reclaim is None:
+            reclaim = view.may_reclaim(job)
 
         def eligible(victim: Job) -> bool:
             if not victim.running or victim.start >= now:
@@ -633,7 +637,11 @@ class Walk:
         s = self.s
         if job.nodes == 1:
             consolidates = s.policy.consolidates and job.charged
-            if consolidates and self._waited_bound(job) and holds.move_for(self, job):
+            if (
+                consolidates
+                and self._waited_bound(job)
+                and (holds.move_for(self, job) or self._reclaim_one_step(job))
+            ):
                 return
             if len(reserved) >= self.reserve_budget:
                 return
@@ -654,6 +662,62 @@ class Walk:
         if chosen is not None:
             for held in chosen:
                 reserved[held] = job.id
+
+    def _reclaim_one_step(self, job: Job) -> bool:
+        """Start a single-node workload that waited past the hold bound by reclaiming, when
+        its team is below its entitlement but the workload alone takes the team past it.
+
+        The guarantee's reclaim asks that the team stay within its entitlement after the
+        start, so a team whose smallest workload is larger than what it is still owed could
+        never reclaim: one workload is the smallest step it can take (as for a gang,
+        ``_clear_for_gang``). The victims are judged as for any reclaim, all of a team's
+        together (no team goes below its entitlement), so the team that overshoots cannot be
+        reclaimed from by its victims, and the workload itself is larger than what its team
+        then runs above its entitlement: it cannot be the victim of a reclaim either.
+        """
+        view, s = self.view, self.s
+        if not s.policy.preempts or view.may_reclaim(job) or not view.may_clear_for_gang(job):
+            return False
+        if self._preemptions_left() <= 0:
+            return False
+        # Memo of a failure, as for a gang (``_clear_for_gang``): a node only becomes
+        # clearable through an entry in the opportunity log or a hold let go, and a victim
+        # only becomes admissible when its team's room grows. Not for debug-class work,
+        # whose own-project victims move with the debug allowance.
+        memo = s.incremental and job.mr > self.params.debug_min_runtime
+        room = view.reclaimable() if memo else {}
+        log_len = len(s._opp_log)
+        held = tuple(sorted(self.reserved))
+        only = None
+        if (
+            memo
+            and job.clear_pos >= 0
+            and all(gpus <= job.clear_room.get(p, 0) for p, gpus in room.items())
+        ):
+            # No room grew: only nodes logged since, or let go by a hold, can serve now.
+            only = s._opp_log[job.clear_pos :] + [i for i in job.clear_held if i not in held]
+            if not only:
+                return False
+        found = single_node_search(
+            job,
+            self._victim_pool(job, reclaim=True) if only is None else (),
+            s._run,
+            self.cap,
+            self.reserved,
+            self._eligible_for(job, reclaim=True),
+            self._lost_of,
+            only,
+            self._limit_for(job),
+        )
+        choice = found.choice
+        if choice is None:
+            if memo:  # every node is known not to serve now, under rooms as large as now
+                job.clear_pos, job.clear_room, job.clear_held = log_len, room, held
+            return False
+        if len(choice.victims) > self._preemptions_left():
+            return False
+        self._evict_and_start(job, choice)
+        return True
 
     def _waited_bound(self, job: Job) -> bool:
         """Has ``job`` waited ``gang_reserve_after`` blocked at the head of its group? Its

@@ -295,6 +295,40 @@ def test_a_gang_reclaim_counts_every_cleared_node_of_one_team_together():
     assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 19
 
 
+def small_team_world():
+    """3 nodes of 8. alpha (10 %, 3 GPUs) runs nothing and waits with one 8-GPU job; delta
+    (30 %) runs nothing, so beta and gamma (30 % each, 7 GPUs) run 12 each: 4 on n0 and 8 on
+    a node of their own, 5 above their entitlement."""
+    root = budget(
+        "root", 100, leaf("alpha", 10), leaf("beta", 30), leaf("gamma", 30), leaf("delta", 30)
+    )
+    sched = build_scheduler(build_nodes(3), root)
+    run(sched, "beta-small", "beta", {"n0": 4})
+    run(sched, "gamma-small", "gamma", {"n0": 4})
+    run(sched, "beta-big", "beta", {"n1": 8})
+    run(sched, "gamma-big", "gamma", {"n2": 8})
+    sched.submit(build_workload("alpha-8", "alpha", 8, submit=T0))
+    return sched
+
+
+def test_a_team_whose_smallest_job_exceeds_what_it_is_owed_reclaims_after_the_hold_bound():
+    # alpha is owed 3 GPUs, its job needs 8: it can never stay within its entitlement, so the
+    # ordinary reclaim never applies. Once the job has waited 30 min at the head of alpha's
+    # turn (the hold bound, as for a gang), one workload is the smallest step alpha can
+    # take: it reclaims n0, whose two runs fit in what beta and gamma run above theirs.
+    sched = small_team_world()
+    assert sched.cycle(LATER, OVER).preemptions == []
+    assert sched.cycle(LATER + 29 * MINUTE, OVER).preemptions == []
+    result = sched.cycle(LATER + 31 * MINUTE, OVER)
+    assert sorted(preempted_ids(result)) == ["beta-small", "gamma-small"]
+    assert placement_of(result, "alpha-8") == {"n0": 8}
+    # Neither victim's team went below its entitlement of 7.
+    for team in ("beta", "gamma"):
+        assert (
+            sum(r.workload.gpus for r in sched.running.values() if r.workload.project == team) == 8
+        )
+
+
 # ---------------------------------------------------------------- no oscillation
 
 
@@ -456,7 +490,8 @@ def test_no_two_teams_evict_each_other_back_and_forth(case):
 @example(([50.0, 50.0], 2, 8, [(0, 2, 900.0), (0, 4, 900.0), (1, 1, 900.0), (1, 5, 900.0)], [0, 0]))
 def test_no_reclaim_takes_the_victims_team_below_its_entitlement(case):
     """Whatever the shares, shapes and usage: the GPUs a team loses to other teams' reclaims
-    in one cycle, all victims together, never take it below its entitlement. (A move takes
+    in one cycle, all victims together, never take it below its entitlement (counting what
+    it started in that cycle). (A move takes
     nothing from the moved workload's team; a recalled loan gave back GPUs held for someone
     else: neither is a reclaim.)"""
     shares, nodes, gpn, jobs, usage0 = case
@@ -478,6 +513,10 @@ def test_no_reclaim_takes_the_victims_team_below_its_entitlement(case):
             held[rec.workload.project] += rec.workload.gpus
         gpus_of = {wid: rec.workload.gpus for wid, rec in sched.running.items()}
         result = sched.cycle(now, dict(usage))
+        # The rule is judged after each eviction, on what the team runs then: starts earlier
+        # in the same cycle count (the walk's own order is not in the result).
+        for start in result.starts:
+            held[start.workload_id.split("-")[0]] += sum(start.placement.values())
         lost = {n: 0 for n in names}
         for p in result.preemptions:
             victim, by = p.workload_id.split("-")[0], p.by.split("-")[0]
