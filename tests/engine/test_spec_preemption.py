@@ -235,34 +235,42 @@ def test_a_reclaim_never_digs_a_bigger_hole_than_it_fills():
     assert [s.workload_id for s in result.starts] == ["beta-debug"]
 
 
-def test_a_reclaim_counts_every_victim_of_one_team_together():
+def small_runs_world():
+    """2 nodes of 8; alpha runs 10 GPUs (three 2-GPU runs on n0, 4 on n1), 2 above its 8;
+    beta runs 1 GPU on n0."""
     sched = build_scheduler(build_nodes(2), halves())
     for i in range(3):
         run(sched, f"alpha-{i}", "alpha", {"n0": 2})
     run(sched, "alpha-big", "alpha", {"n1": 4})
     run(sched, "beta-run", "beta", {"n0": 1})
+    return sched
+
+
+def alpha_gpus(sched) -> int:
+    """GPUs alpha runs now."""
+    return sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha"))
+
+
+def test_a_reclaim_counts_every_victim_of_one_team_together():
+    sched = small_runs_world()
     # alpha runs 10 GPUs, 2 above its 8. beta (1 of 8) needs 5 on one node: n0 has 1 free,
     # so two of alpha's 2-GPU runs would have to go. Each alone fits in alpha's 2 GPUs of
     # room; both together would take alpha to 6, below its entitlement: refused.
     sched.submit(build_workload("beta-5", "beta", 5, submit=T0 - 100 * HOUR))
     result = sched.cycle(LATER, OVER)
     assert result.preemptions == []
-    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 10
+    assert alpha_gpus(sched) == 10
 
 
 def test_a_reclaim_takes_what_a_team_borrows_when_one_victim_is_enough():
-    sched = build_scheduler(build_nodes(2), halves())
-    for i in range(3):
-        run(sched, f"alpha-{i}", "alpha", {"n0": 2})
-    run(sched, "alpha-big", "alpha", {"n1": 4})
-    run(sched, "beta-run", "beta", {"n0": 1})
+    sched = small_runs_world()
     run(sched, "beta-n1", "beta", {"n1": 4})
     # The same world with n1 full and beta asking for 3 GPUs (5 + 3 = its 8): one 2-GPU run
     # of alpha is enough (n0 has 1 free), and alpha keeps its 8.
     sched.submit(build_workload("beta-3", "beta", 3, submit=T0 - 100 * HOUR))
     result = sched.cycle(LATER, OVER)
     assert len(result.preemptions) == 1
-    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 8
+    assert alpha_gpus(sched) == 8
 
 
 def gang_world(on_n1: int, small: int):
@@ -292,7 +300,7 @@ def test_a_gang_reclaim_counts_every_cleared_node_of_one_team_together():
     sched = gang_world(on_n1=5, small=3)
     result = sched.cycle(LATER, OVER)
     assert result.preemptions == []
-    assert sum(r.workload.gpus for w, r in sched.running.items() if w.startswith("alpha")) == 19
+    assert alpha_gpus(sched) == 19
 
 
 def small_team_world():
