@@ -248,11 +248,11 @@ def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
     read only as far as the caller needs."""
     order = walk._nodes_by_use()
     if not lent:
-        for _, idx, _ in order:
-            yield idx
+        for key in order:
+            yield key[2]
         return
     cap = walk.cap
-    moved: list[tuple[int, float, int]] = []
+    moved: list[tuple] = []
     for idx, gpus in lent.items():
         rec = cap.nodes[idx]
         if rec.state == NodeState.HEALTHY:
@@ -260,14 +260,13 @@ def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
             moved.append((used - gpus, walk._busy_until(rec), idx))
     moved.sort()
     m = 0
-    for used, idx, rec in order:
+    for key in order:
+        idx = key[2]
         if idx in lent:
             continue
-        if m < len(moved):
-            key = (used, walk._busy_until(rec), idx)
-            while m < len(moved) and moved[m] < key:
-                yield moved[m][2]
-                m += 1
+        while m < len(moved) and moved[m] < key:
+            yield moved[m][2]
+            m += 1
         yield idx
     for _, _, lent_idx in moved[m:]:
         yield lent_idx

@@ -88,12 +88,17 @@ class Capacity:
         # Bumped whenever any node's work, free GPUs or state changes: caches of orders over
         # the nodes stay valid while it holds.
         self.version = 0
+        # Positions of the nodes re-filed since a reader last cleared it (with repeats; it
+        # stops growing past the number of nodes: a reader then looks at every node).
+        self.touched: list[int] = []
         for rec in self.nodes:
             self.refresh(rec)
 
     def refresh(self, rec: NodeRec) -> None:
         """Re-file ``rec`` after its free GPUs, running set or state changed."""
         self.version += 1
+        if len(self.touched) <= len(self.nodes):
+            self.touched.append(rec.idx)
         want = rec.free if rec.schedulable and rec.free > 0 else -1
         if want != rec.bucket:
             if rec.bucket > 0:

@@ -27,6 +27,7 @@ class CycleInputs:
     GPUs held per project (all lanes); ``charged_allocated`` counts charged work only, and
     ``debug_allocated`` its debug-class part (``PolicyParams.debug_min_runtime``).
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
+    ``usage_order``: the policy's ``usage_order`` for these inputs when already known.
     """
 
     # A plain class, not a dataclass: built every cycle, and the native build compiles an
@@ -44,6 +45,7 @@ class CycleInputs:
         now: float,
         debug_allocated: dict[str, int] | None = None,
         params: PolicyParams | None = None,
+        usage_order: list[str] | None = None,
     ) -> None:
         self.tree = tree
         self.usage = usage
@@ -55,6 +57,8 @@ class CycleInputs:
         self.now = now
         self.debug_allocated: dict[str, int] = {} if debug_allocated is None else debug_allocated
         self.params: PolicyParams = PolicyParams() if params is None else params
+        # ``Policy.usage_order`` for this usage, when the scheduler already asked it
+        self.usage_order = usage_order
 
 
 class PolicyView:
@@ -222,13 +226,15 @@ class _RoomGrowth:
 
 
 class _FairShareView(PolicyView):
-    def __init__(self, inputs: CycleInputs, ranking: Ranking, growth: _RoomGrowth) -> None:
+    def __init__(self, inputs: CycleInputs, order: list[str], growth: _RoomGrowth) -> None:
         super().__init__()
         self.inputs = inputs
         self.tree = inputs.tree
-        self.ranking = ranking
-        self.groups = ranking.order
-        self.usage_order = ranking.order
+        # The walk needs only the order; the rest of the ranking (usage per node, sibling
+        # ranks) is for reasons, built on first use (``ranking``).
+        self._ranking: Ranking | None = None
+        self.groups = order
+        self.usage_order = order
         self.alloc = dict(inputs.charged_allocated)
         self.debug_alloc = dict(inputs.debug_allocated)
         # Whole GPUs that add up to the cluster (largest remainder, see the tree).
@@ -237,9 +243,7 @@ class _FairShareView(PolicyView):
         # before the window orders what is left above entitlement. Waiting for a reclaim
         # (a victim's minimum runtime) while free GPUs go to teams already above their
         # entitlement is what cost the hourly figure and caused the reclaims.
-        self.guaranteed = [
-            p for p in ranking.order if self.alloc.get(p, 0) < self.entitled.get(p, 0)
-        ]
+        self.guaranteed = [p for p in order if self.alloc.get(p, 0) < self.entitled.get(p, 0)]
         # GPUs each team runs above its entitlement (what a reclaim may take), kept as the
         # cycle starts and evicts work: asked for every victim a search looks at. The teams
         # in it are the borrowers.
@@ -256,13 +260,22 @@ class _FairShareView(PolicyView):
         growth.rooms = self._rooms
         self._growth = growth
         self.borrowers_set = frozenset(self._rooms)
-        # suffix[i]: some project at rank >= i holds evictable work (own-project victims
-        # included), so a walk at rank i may still find someone to preempt.
-        order = ranking.order
-        suffix = [False] * (len(order) + 1)
+        # Per project: some project at its rank or after holds evictable work (own-project
+        # victims included), so a walk at that rank may still find someone to preempt.
+        later: dict[str, bool] = {}
+        found = False
+        evictable = inputs.evictable
         for i in range(len(order) - 1, -1, -1):
-            suffix[i] = suffix[i + 1] or inputs.evictable.get(order[i], 0) > 0
-        self._suffix = suffix
+            found = found or evictable.get(order[i], 0) > 0
+            later[order[i]] = found
+        self._later_victims = later
+
+    @property
+    def ranking(self) -> Ranking:
+        """The whole Fair Tree ranking of this cycle (its order is ``groups``)."""
+        if self._ranking is None:
+            self._ranking = self.tree.rank(self.inputs.usage, self.inputs.projects)
+        return self._ranking
 
     def project_phrase(self, project: str) -> str:
         tree, ranking = self.tree, self.ranking
@@ -339,7 +352,7 @@ class _FairShareView(PolicyView):
         return self.debug_alloc.get(job.project, 0) + job.gpus <= allowance
 
     def victims_possible(self, group: str) -> bool:
-        return self._suffix[self.ranking.rank.get(group, len(self._suffix) - 1)]
+        return self._later_victims.get(group, False)
 
     def may_clear_for_gang(self, job: Job) -> bool:
         # The guarantee serves a held gang of a team below its entitlement, even when the
@@ -444,8 +457,10 @@ class FairShare(Policy):
         return (-w.priority, min_runtime, w.burst_rank, w.submit_time, w.id)
 
     def begin(self, inputs: CycleInputs) -> PolicyView:
-        ranking = inputs.tree.rank(inputs.usage, inputs.projects)
-        return _FairShareView(inputs, ranking, self._growth)
+        order = inputs.usage_order
+        if order is None:
+            order = inputs.tree.order(inputs.usage, inputs.projects)
+        return _FairShareView(inputs, order, self._growth)
 
     def usage_order(
         self, tree: BudgetTree, usage: Mapping[str, float], projects: list[str]

@@ -107,8 +107,10 @@ class Scheduler:
         # preemption search only needs to look again at nodes logged after it failed.
         self._opp_log: list[int] = []
         self._last_reserved: dict[int, str] = {}
-        # (capacity version, healthy nodes emptiest first): see Walk._nodes_by_use
-        self._by_use: tuple[int, list] | None = None
+        # Healthy nodes emptiest first, as (used, busy until, position), and each node's
+        # entry: kept by Walk._nodes_by_use
+        self._by_use: list[tuple] | None = None
+        self._by_use_of: dict[int, tuple] = {}
         self._seq = 0
         self._dirty = True
         self._last_order: tuple[list[str], list[str]] | None = None
@@ -299,6 +301,7 @@ class Scheduler:
         projects = self._projects
         if projects is None:
             projects = self._projects = sorted(self._work_per_project)
+        usage_order = None
         if (
             self.incremental
             and not explain
@@ -307,11 +310,12 @@ class Scheduler:
             and now < self._next_timer
             and now - self._last_cycle < params.preemption_recheck
             and self._last_order is not None
-            and self.policy.usage_order(self.tree, usage, projects) == self._last_usage_order
         ):
-            # Only time passed and the order usage makes is the same: so is the whole
-            # group order, and this cycle would be quiet (below) without building a view.
-            return result
+            usage_order = self.policy.usage_order(self.tree, usage, projects)
+            if usage_order == self._last_usage_order:
+                # Only time passed and the order usage makes is the same: so is the whole
+                # group order, and this cycle would be quiet (below) without building a view.
+                return result
 
         inputs = CycleInputs(
             tree=self.tree,
@@ -324,6 +328,7 @@ class Scheduler:
             healthy_gpus=self.capacity.healthy_gpus(),
             now=now,
             params=params,
+            usage_order=usage_order,
         )
         view = self.policy.begin(inputs)
         self._last_usage_order = view.usage_order

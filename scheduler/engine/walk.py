@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,7 @@ class Walk:
         self._lost: dict[str, float] = {}
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
-        self._by_use: list[tuple[int, int, NodeRec]] | None = None
+        self._by_use: list[tuple] | None = None  # see _nodes_by_use
         self._skip_held: Container[int] = self.reserved
         self._stop = False
         # group -> (starts, preemptions, answer) of its last ``_group_may_preempt``: the
@@ -166,7 +167,11 @@ class Walk:
         pass tries them again and holds for the first blocked one)."""
         s = self.s
         view = self.view
-        heads: list[tuple[tuple, int, _Shape]] = []
+        # (key, sequence number, shape, head): the sequence numbers are unique, so the
+        # heap never compares further. Inside one group's turn a head changes only when it
+        # starts (nothing else here starts or requeues pending work), and then the next one
+        # of its shape is pushed.
+        heads: list[tuple] = []
         for shape in list(shapes):
             job = s._head(shapes[shape])
             if job is None:
@@ -174,17 +179,14 @@ class Walk:
                 continue
             if short_only and not self._short(job):
                 continue  # the short pass would skip it (below) anyway
-            heads.append((job.key, job.seq, shape))
+            heads.append((job.key, job.seq, shape, job))
         if not heads:
             return
         heapq.heapify(heads)
         first_blocked = True
         while heads:
-            _, _, shape = heapq.heappop(heads)
+            _, _, shape, job = heapq.heappop(heads)
             heap = shapes[shape]
-            job = s._head(heap)
-            if job is None:
-                continue
             if guaranteed_only and not view.within_guarantee(job):
                 continue  # this shape waits for the ordinary pass
             if short_only and not self._short(job):
@@ -196,7 +198,7 @@ class Walk:
                 if nxt is None:
                     del shapes[shape]
                 else:
-                    heapq.heappush(heads, (nxt.key, nxt.seq, shape))
+                    heapq.heappush(heads, (nxt.key, nxt.seq, shape, nxt))
                 continue
             if first_blocked and not short_only:
                 # Only the head of a group's turn reserves (EASY-style backfill per group);
@@ -730,24 +732,41 @@ class Walk:
             return False
         return True
 
-    def _nodes_by_use(self) -> list[tuple[int, int, NodeRec]]:
-        """Healthy nodes as (GPUs in use, position, node): emptiest first, then the node whose
-        work becomes preemptible soonest, then name. Kept (across cycles too) until a node
-        changes, so the gangs of several groups and cycles share one sort."""
-        if self._by_use is None:
-            cached = self.s._by_use
-            if cached is not None and cached[0] == self.cap.version and self.s.incremental:
-                self._by_use = cached[1]
-                return self._by_use
-            keyed = []
-            for rec in self.cap.nodes:
+    def _nodes_by_use(self) -> list[tuple]:
+        """Healthy nodes as (GPUs in use, busy until, position), sorted: emptiest first, then
+        the node whose work becomes preemptible soonest (``_busy_until``), then position.
+
+        Kept on the scheduler across walks and cycles: only the nodes the capacity index
+        re-filed since (``Capacity.touched``) are moved, so the gangs of several groups and
+        cycles share one order and a start costs a re-filing, not a sort of the cluster.
+        Positions are unique, so the kept order is exactly the one a full sort gives.
+        """
+        if self._by_use is not None:
+            return self._by_use
+        s, cap = self.s, self.cap
+        keys = s._by_use
+        touched = cap.touched
+        if keys is None or not s.incremental or len(touched) > len(cap.nodes):
+            keys = sorted(self._use_key(rec) for rec in cap.nodes if rec.state == NodeState.HEALTHY)
+            s._by_use_of = {key[2]: key for key in keys}
+        elif touched:
+            of = s._by_use_of
+            for idx in set(touched):
+                old = of.pop(idx, None)
+                if old is not None:
+                    del keys[bisect_left(keys, old)]
+                rec = cap.nodes[idx]
                 if rec.state == NodeState.HEALTHY:
-                    used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
-                    keyed.append((used, self._busy_until(rec), rec.idx, rec))
-            keyed.sort()  # by use, then busy-until, then position: positions are unique
-            self._by_use = [(used, idx, rec) for used, _, idx, rec in keyed]
-            self.s._by_use = (self.cap.version, self._by_use)
-        return self._by_use
+                    key = of[idx] = self._use_key(rec)
+                    insort(keys, key)
+        touched.clear()
+        s._by_use = self._by_use = keys
+        return keys
+
+    def _use_key(self, rec: NodeRec) -> tuple:
+        """``rec``'s place in ``_nodes_by_use``: (GPUs in use, busy until, position)."""
+        used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+        return (used, self._busy_until(rec), rec.idx)
 
     def _busy_until(self, rec: NodeRec) -> float:
         """When the last protected workload on ``rec`` becomes preemptible (kept on the node
