@@ -64,6 +64,12 @@ class CycleInputs:
 class PolicyView:
     """One cycle of a policy. The defaults describe a policy that never preempts."""
 
+    #: Whether ``signature(job)`` changes at once (within a cycle too) whenever a running
+    #: workload may become a victim of ``job`` without its node changing. The walk then
+    #: leaves out of a failed search's retry the nodes logged only because a workload that
+    #: is no victim of the job passed its minimum runtime (``Walk._fresh_nodes``).
+    victims_follow_signature = False
+
     def __init__(self) -> None:
         #: groups in the order their pending work is offered capacity
         self.groups: list[str] = [""]
@@ -226,6 +232,10 @@ class _RoomGrowth:
 
 
 class _FairShareView(PolicyView):
+    # The signature counts every growth of a team's room as it happens, and reads the
+    # job's own debug GPUs and its right to reclaim as they are (``signature``).
+    victims_follow_signature = True
+
     def __init__(self, inputs: CycleInputs, order: list[str], growth: _RoomGrowth) -> None:
         super().__init__()
         self.inputs = inputs

@@ -106,6 +106,11 @@ class Scheduler:
         # Node positions whose free GPUs or preemptible work grew, in order: a failed
         # preemption search only needs to look again at nodes logged after it failed.
         self._opp_log: list[int] = []
+        # Beside each entry: the running workload whose passing its minimum runtime made the
+        # entry (it became preemptible there; nothing else on the node changed), or None for
+        # any other change. A failed search skips the first kind when that workload is no
+        # victim of its own (Walk._fresh_nodes).
+        self._opp_why: list[Job | None] = []
         self._last_reserved: dict[int, str] = {}
         # Healthy nodes emptiest first, as (used, busy until, position), and each node's
         # entry: kept by Walk._nodes_by_use
@@ -204,7 +209,7 @@ class Scheduler:
             self._draining.discard(rec.idx)
         self.capacity.refresh(rec)
         self.capacity.state_changed()
-        self._opp_log.append(rec.idx)
+        self._log_opportunity(rec.idx)
         self._dirty = True
 
     def set_budget(self, budget_root: BudgetNode | None) -> None:
@@ -356,7 +361,7 @@ class Scheduler:
         previous = self._last_reserved
         for idx in sorted(previous):
             if walk.reserved.get(idx) != previous[idx]:
-                self._opp_log.append(idx)
+                self._log_opportunity(idx)
                 self._dirty = True  # the next cycle must look: work may fit there now
         self._last_reserved = dict(walk.reserved)
         for job in requeue + walk.evicted:
@@ -472,7 +477,8 @@ class Scheduler:
             heapq.heappush(self._protected, (job.protected_until, job.seq, job.id))
         elif self.policy.free_lane:
             self._free_running[job.id] = job
-            self._opp_log.extend(rec.idx for rec in recs)
+            for rec in recs:
+                self._log_opportunity(rec.idx)
         self._dirty = True
 
     def _stop(self, job: Job) -> None:
@@ -483,7 +489,7 @@ class Scheduler:
             self.capacity.release(rec, job.id)
             if hard:
                 rec.hard -= 1
-            self._opp_log.append(rec.idx)
+            self._log_opportunity(rec.idx)
         del self._run[job.id]
         del self.running[job.id]
         if job.loan_for is not None:
@@ -538,6 +544,13 @@ class Scheduler:
             del self._loans[holder]
         job.loan_for = None
 
+    def _log_opportunity(self, idx: int, passed: Job | None = None) -> None:
+        """Log that node ``idx`` may serve work it could not before: its free GPUs or
+        preemptible work grew (``passed``: only because that workload there passed its
+        minimum runtime)."""
+        self._opp_log.append(idx)
+        self._opp_why.append(passed)
+
     def _release_deadlines(self, now: float) -> None:
         """Charged work whose minimum runtime has passed becomes preemptible."""
         heap = self._protected
@@ -549,7 +562,7 @@ class Scheduler:
             job.evictable = True
             for name in job.placement:
                 rec = self.capacity.by_name[name]
-                self._opp_log.append(rec.idx)
+                self._log_opportunity(rec.idx, job)
                 if job.nodes == 1:
                     rec.hard -= 1
             self._evictable.setdefault(job.project, {})[job.id] = job

@@ -278,8 +278,16 @@ class Walk:
             self._note(job, None)
             return False
         if preempts and self._may_find_victims(job):
-            only = s._opp_log[job.fail_pos :] + released if memo_ok and job.nodes == 1 else None
-            started, over_budget = self._preempt(job, only)
+            eligible = self._eligible_for(job)
+            only = self._fresh_nodes(job.fail_pos, eligible) + released if memo_ok else None
+            if only is not None and not only:
+                # Nothing the failed search depended on changed for this job (workloads
+                # that passed their minimum runtime are no victims of its): it fails again.
+                started = over_budget = False
+            else:
+                started, over_budget = self._preempt(
+                    job, only if job.nodes == 1 else None, eligible
+                )
             if started:
                 return True
             if over_budget:
@@ -423,6 +431,24 @@ class Walk:
 
         return eligible
 
+    def _fresh_nodes(self, since: int, eligible) -> list[int]:
+        """Node positions of the opportunity log from ``since`` on that may serve a job whose
+        victim rule is ``eligible``. An entry made only because a workload passed its minimum
+        runtime is left out when that workload is no victim of the job's: nothing else about
+        its node changed, so the node is as it was when the job's search failed there (any
+        other change on it has an entry of its own). Only for a policy whose signature
+        follows every new victim (``PolicyView.victims_follow_signature``)."""
+        s = self.s
+        log, why = s._opp_log, s._opp_why
+        if not s.incremental or not self.view.victims_follow_signature:
+            return log[since:]  # the reference searches every node logged since
+        fresh: list[int] = []
+        for i in range(since, len(log)):
+            passed = why[i]
+            if passed is None or eligible(passed):
+                fresh.append(log[i])
+        return fresh
+
     def _limit_for(self, job: Job):
         """The policy's limit on what one choice of ``job`` takes from each other team
         (``PolicyView.reclaim_limit``), memoised per team, as the searches' ``limit``."""
@@ -444,14 +470,14 @@ class Walk:
     def _preemptions_left(self) -> int:
         return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
 
-    def _preempt(self, job: Job, only: list[int] | None) -> tuple[bool, bool]:
+    def _preempt(self, job: Job, only: list[int] | None, eligible) -> tuple[bool, bool]:
         """Start ``job`` by evicting the cheapest eligible set, if one exists.
 
         ``only``: search just these node positions (the rest cannot have become feasible
-        since the job last failed). Returns (started, a reserved node could have served).
+        since the job last failed). ``eligible``: ``_eligible_for(job)``. Returns (started,
+        a reserved node could have served).
         """
         s = self.s
-        eligible = self._eligible_for(job)
         pool = self._victim_pool(job) if only is None else ()
         limit = self._limit_for(job)
         if job.nodes == 1:
@@ -690,6 +716,7 @@ class Walk:
         room = view.reclaimable() if memo else {}
         log_len = len(s._opp_log)
         held = tuple(sorted(self.reserved))
+        eligible = self._eligible_for(job, reclaim=True)
         only = None
         if (
             memo
@@ -697,8 +724,11 @@ class Walk:
             and all(gpus <= job.clear_room.get(p, 0) for p, gpus in room.items())
         ):
             # No room grew: only nodes logged since, or let go by a hold, can serve now.
-            only = s._opp_log[job.clear_pos :] + [i for i in job.clear_held if i not in held]
+            only = self._fresh_nodes(job.clear_pos, eligible)
+            only += [i for i in job.clear_held if i not in held]
             if not only:
+                if log_len > job.clear_pos:  # as a search of no node would: it failed
+                    job.clear_pos, job.clear_room, job.clear_held = log_len, room, held
                 return False
         found = single_node_search(
             job,
@@ -706,7 +736,7 @@ class Walk:
             s._run,
             self.cap,
             self.reserved,
-            self._eligible_for(job, reclaim=True),
+            eligible,
             self._lost_of,
             only,
             self._limit_for(job),
