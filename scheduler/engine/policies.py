@@ -131,6 +131,12 @@ class PolicyView:
         """
         return old == new
 
+    def grown_since(self, old: object, new: object) -> list[str] | None:
+        """When ``still_blocked(old, new)`` is false only because some teams' room to be
+        reclaimed from grew, those teams (a failed search then need look again only at
+        their work and at the nodes that changed); None when anything else differs."""
+        return None
+
     def own_victim_ok(self, job: Job, victim: Job) -> bool:
         """May ``job`` preempt ``victim`` of its own project (victim past minimum runtime)?"""
         return False
@@ -222,13 +228,21 @@ def _gpu_words(n: float) -> str:
 
 
 class _RoomGrowth:
-    """How often any team's room above its entitlement grew over one scheduler's life, and
-    the rooms its last cycle ended with. A failed search's memo holds while the count has not
-    moved (see ``_FairShareView.signature``): a room that grew may hold a new victim."""
+    """How often any team's room above its entitlement grew over one scheduler's life, which
+    team's room each growth was (``teams[i]``: growth ``i + 1``), and the rooms its last
+    cycle ended with. A failed search's memo holds while the count has not moved (see
+    ``_FairShareView.signature``): a room that grew may hold a new victim, but only among
+    that team's work (``_FairShareView.grown_since``)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.teams: list[str] = []
         self.rooms: dict[str, int] = {}
+
+    def grew(self, team: str) -> None:
+        """``team``'s room above its entitlement grew."""
+        self.count += 1
+        self.teams.append(team)
 
 
 class _FairShareView(PolicyView):
@@ -265,8 +279,9 @@ class _FairShareView(PolicyView):
         # Rooms that grew since the last cycle ended (finishes only shrink them; a change of
         # entitlements or budgets may grow them) count as growth, as a start within it does.
         previous = growth.rooms
-        if any(room > previous.get(p, 0) for p, room in self._rooms.items()):
-            growth.count += 1
+        for p, room in self._rooms.items():
+            if room > previous.get(p, 0):
+                growth.grew(p)
         growth.rooms = self._rooms
         self._growth = growth
         self.borrowers_set = frozenset(self._rooms)
@@ -416,6 +431,17 @@ class _FairShareView(PolicyView):
             return False
         return new_growth is None or new_growth == old_growth
 
+    def grown_since(self, old: object, new: object) -> list[str] | None:
+        # Only rooms grew (the debug GPUs did not fall, the job could reclaim then and can
+        # now): a new victim can only be work of a team whose room grew.
+        if not isinstance(old, tuple) or not isinstance(new, tuple):
+            return None
+        old_debug, old_growth = old
+        new_debug, new_growth = new
+        if new_debug < old_debug or old_growth is None or new_growth is None:
+            return None
+        return self._growth.teams[old_growth:new_growth]
+
     def _count(self, job: Job, sign: int) -> None:
         if job.charged:
             before = self.alloc.get(job.project, 0)
@@ -432,7 +458,7 @@ class _FairShareView(PolicyView):
         if now > entitled:
             room = now - entitled
             if room > self._rooms.get(project, 0):
-                self._growth.count += 1
+                self._growth.grew(project)
             self._rooms[project] = room
         else:
             self._rooms.pop(project, None)

@@ -241,10 +241,23 @@ class Walk:
             # When the memo runs out, a search may find what the signature could not show
             # (and patience is weighed again): the scheduler must not sleep through that.
             s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
+        # The memo failed only because some teams' room to be reclaimed from grew: the new
+        # search is a full one in all but where it looks (those teams' work, and the nodes
+        # that changed), so it is booked as a full one.
+        grown: list[str] | None = None
+        if (
+            not memo_ok
+            and preempts
+            and job.nodes == 1
+            and job.fail_pos >= 0
+            and s.incremental
+            and self.now - job.fail_time < self.params.preemption_recheck
+        ):
+            grown = view.grown_since(job.fail_sig, sig)
         # A node held for someone when the job failed is free for it again when this walk
         # has not (or not yet) held it: holds are made afresh in every walk.
         released: list[int] = []
-        if memo_ok and job.fail_held:
+        if (memo_ok or grown is not None) and job.fail_held:
             reserved_now = self.reserved
             released = [idx for idx in job.fail_held if idx not in reserved_now]
         if memo_ok and job.fail_pos == log_len and not released and not self.explain_on:
@@ -279,7 +292,13 @@ class Walk:
             return False
         if preempts and self._may_find_victims(job):
             eligible = self._eligible_for(job)
-            only = self._fresh_nodes(job.fail_pos, eligible) + released if memo_ok else None
+            only = None
+            if memo_ok:
+                only = self._fresh_nodes(job.fail_pos, eligible) + released
+            elif grown is not None:
+                only = self._grown_nodes(grown, job, self._fresh_nodes(job.fail_pos, eligible))
+                if only is not None:
+                    only += released
             if only is not None and not only:
                 # Nothing the failed search depended on changed for this job (workloads
                 # that passed their minimum runtime are no victims of its): it fails again.
@@ -448,6 +467,25 @@ class Walk:
             if passed is None or eligible(passed):
                 fresh.append(log[i])
         return fresh
+
+    def _grown_nodes(self, teams: list[str], job: Job, fresh: list[int]) -> list[int] | None:
+        """``fresh`` plus the nodes running preemptible work of ``teams`` (other than
+        ``job``'s own): where a search that failed can succeed once only those teams' room
+        to be reclaimed from grew. None when that is a large part of the cluster (a full
+        search is then as cheap)."""
+        s = self.s
+        by_name = self.cap.by_name
+        limit = len(self.cap.nodes) // 2
+        nodes = set(fresh)
+        for team in set(teams):
+            if team == job.project:
+                continue
+            for victim in s._evictable.get(team, {}).values():
+                for name in victim.placement:
+                    nodes.add(by_name[name].idx)
+            if len(nodes) > limit:
+                return None
+        return sorted(nodes)
 
     def _limit_for(self, job: Job):
         """The policy's limit on what one choice of ``job`` takes from each other team
