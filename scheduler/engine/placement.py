@@ -85,9 +85,6 @@ class Capacity:
         self.free_total = 0  # free GPUs on schedulable nodes
         self._healthy: int | None = None
         self._healthy_nodes = 0
-        # Bumped whenever any node's work, free GPUs or state changes: caches of orders over
-        # the nodes stay valid while it holds.
-        self.version = 0
         # Positions of the nodes re-filed since a reader last cleared it (with repeats; it
         # stops growing past the number of nodes: a reader then looks at every node).
         self.touched: list[int] = []
@@ -96,7 +93,6 @@ class Capacity:
 
     def refresh(self, rec: NodeRec) -> None:
         """Re-file ``rec`` after its free GPUs, running set or state changed."""
-        self.version += 1
         if len(self.touched) <= len(self.nodes):
             self.touched.append(rec.idx)
         want = rec.free if rec.schedulable and rec.free > 0 else -1
