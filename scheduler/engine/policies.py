@@ -9,7 +9,7 @@ work so later decisions in the same cycle see earlier ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.engine.model import PolicyParams, Workload
@@ -144,6 +144,12 @@ class PolicyView:
     def victims_possible(self, group: str) -> bool:
         """Could any group from ``group`` on in the order still find a victim?"""
         return False
+
+    def may_lose_to_reclaim(self, project: str, gpus: int, claimants: Sequence[str]) -> bool:
+        """Could another team's workload evict ``gpus`` GPUs of ``project``'s work past its
+        minimum runtime, as things stand? ``claimants``: the groups in ``guaranteed`` with
+        pending charged work. (May say yes too often, never no wrongly.)"""
+        return True
 
     def may_clear_for_gang(self, job: Job) -> bool:
         """May the gang ``job``, past its reservation bound, clear whole nodes by evicting
@@ -378,6 +384,12 @@ class _FairShareView(PolicyView):
 
     def victims_possible(self, group: str) -> bool:
         return self._later_victims.get(group, False)
+
+    def may_lose_to_reclaim(self, project: str, gpus: int, claimants: Sequence[str]) -> bool:
+        # Only a team below its entitlement reclaims (``may_reclaim``, and a held gang's or
+        # a big workload's clearing), and every reclaim keeps the victim's team at or above
+        # its own (``may_preempt_project``).
+        return bool(claimants) and gpus <= self._room(project)
 
     def may_clear_for_gang(self, job: Job) -> bool:
         # The guarantee serves a held gang of a team below its entitlement, even when the

@@ -34,7 +34,7 @@ from scheduler.engine.model import (
     Workload,
 )
 from scheduler.engine.placement import Capacity, NodeRec
-from scheduler.engine.policies import CycleInputs, Policy, make_policy
+from scheduler.engine.policies import CycleInputs, Policy, PolicyView, make_policy
 from scheduler.engine.records import Job, protection_seconds
 from scheduler.engine.walk import Walk
 
@@ -99,6 +99,9 @@ class Scheduler:
         self._evictable_classes: dict[str, dict[tuple[int, float], int]] = {}
         # per project: the lowest of those classes, until they change (see Walk._own_worst)
         self._worst_class: dict[str, tuple[int, float]] = {}
+        # per project: how many pending charged workloads of each class, so a cycle learns
+        # at a glance whether any could evict a run of its own project (``_releases_matter``)
+        self._pending_classes: dict[str, dict[tuple[int, float], int]] = {}
         self._free_running: dict[str, Job] = {}
         # Loans (``holds``): holder id -> node position -> GPUs its borrowers hold there.
         self._loans: dict[str, dict[int, int]] = {}
@@ -300,7 +303,8 @@ class Scheduler:
         """
         result = CycleResult()
         params = self.params
-        self._release_deadlines(now)
+        dirty_before = self._dirty
+        released = self._release_deadlines(now)
         requeue: list[Job] = []
         self._drain(now, result, requeue)
         projects = self._projects
@@ -341,14 +345,20 @@ class Scheduler:
         first = [g for g in view.guaranteed if (0, g) in self._queues]
         quiet = (
             self.incremental
-            and not self._dirty
             and not requeue
             and (first, order) == self._last_order
             and now < self._next_timer
             and now - self._last_cycle < params.preemption_recheck
         )
+        if quiet and self._dirty:
+            # Dirty only because runs passed their minimum runtime since a walk that decided
+            # nothing: quiet still when no pending workload can use any of them.
+            quiet = not dirty_before and bool(released) and not explain
+            if quiet and released is not None:
+                quiet = not self._releases_matter(released, view, first)
         self._last_order = (first, order)
         if quiet and not explain:
+            self._dirty = False
             return result
         self._dirty = False
         self._last_cycle = now
@@ -418,6 +428,16 @@ class Scheduler:
 
     def _count_pending(self, job: Job, sign: int) -> None:
         self._pending_gpus += sign * job.gpus
+        if job.charged:
+            classes = self._pending_classes.setdefault(job.project, {})
+            cls = (-job.w.priority, job.mr)
+            count = classes.get(cls, 0) + sign
+            if count:
+                classes[cls] = count
+            else:
+                del classes[cls]
+                if not classes:
+                    del self._pending_classes[job.project]
         if job.nodes == 1:
             count = self._pending_sizes.get(job.gpus, 0) + sign
             if count:
@@ -551,14 +571,21 @@ class Scheduler:
         self._opp_log.append(idx)
         self._opp_why.append(passed)
 
-    def _release_deadlines(self, now: float) -> None:
-        """Charged work whose minimum runtime has passed becomes preemptible."""
+    def _release_deadlines(self, now: float) -> list[Job] | None:
+        """Charged work whose minimum runtime has passed becomes preemptible. Returns those
+        workloads, or None when one is its project's first preemptible work (which changes
+        which projects' turns a walk takes: see ``_releases_matter``)."""
         heap = self._protected
+        released: list[Job] | None = []
         while heap and heap[0][0] <= now:
             _, seq, wid = heapq.heappop(heap)
             job = self._run.get(wid)
             if job is None or job.seq != seq:
                 continue
+            if released is not None and job.project not in self._evictable:
+                released = None
+            elif released is not None:
+                released.append(job)
             job.evictable = True
             for name in job.placement:
                 rec = self.capacity.by_name[name]
@@ -572,6 +599,55 @@ class Scheduler:
             classes[cls] = classes.get(cls, 0) + 1
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
             self._dirty = True
+        return released
+
+    def _releases_matter(self, released: list[Job], view: PolicyView, claimants: list[str]) -> bool:
+        """Could a walk use any of ``released`` (runs that just passed their minimum runtime)?
+
+        Asked only when nothing else changed since a walk that decided nothing: that walk's
+        turns, holds and failed searches would all be taken again, and only a run that some
+        pending workload may now evict or move could make this walk differ. Permissive (it
+        may say yes too often, never no wrongly). A run matters when:
+        - it borrows GPUs of a node held for a workload still pending (which may recall it);
+        - another team may reclaim that many GPUs from its project
+          (``PolicyView.may_lose_to_reclaim``; ``claimants``: the groups with pending work
+          the policy offers capacity first, ``guaranteed``);
+        - its own project has pending work of a better class (which may evict it);
+        - the policy moves work to empty a node, another node has room for the run, and a
+          pending single-node workload would fit on the run's node once it left.
+        Only for a policy whose failed-search memo skips such runs by itself
+        (``PolicyView.victims_follow_signature``): the next walk that does run then searches
+        again exactly what this one would have.
+        """
+        if not view.victims_follow_signature:
+            return True
+        for job in released:
+            if job.loan_for is not None and job.loan_for in self._pending:
+                return True
+            if view.may_lose_to_reclaim(job.project, job.gpus, claimants):
+                return True
+            classes = self._pending_classes.get(job.project)
+            if classes and min(classes) < (-job.w.priority, job.mr):
+                return True
+            if self.policy.consolidates and job.nodes == 1 and self._may_move(job):
+                return True
+        return False
+
+    def _may_move(self, job: Job) -> bool:
+        """Could ``holds.move_for`` move running single-node ``job`` for a pending workload:
+        another node has room for it, and some pending single-node workload needs more than
+        the free GPUs of ``job``'s node but no more than those plus ``job``'s?"""
+        cap = self.capacity
+        rec = cap.by_name[next(iter(job.placement))]
+        elsewhere = False
+        for free in range(cap.max_gpus, job.gpus - 1, -1):
+            if any(idx != rec.idx for idx in cap.buckets[free]):
+                elsewhere = True
+                break
+        if not elsewhere:
+            return False
+        most = min(rec.gpus, rec.free + job.gpus)
+        return any(rec.free < gpus <= most for gpus in self._pending_sizes)
 
     def _drain(self, now: float, result: CycleResult, requeue: list[Job]) -> None:
         """Evict from draining and down nodes what may go; report nodes that emptied."""
