@@ -124,6 +124,9 @@ class Scheduler:
         self._last_order: tuple[list[str], list[str]] | None = None
         self._last_usage_order: list[str] | None = None
         self._next_timer = float("inf")
+        # Every timer the last walk set, as (when, the workload whose failed search's memo
+        # runs out then, or None for any other timer): see ``_rechecks_fail``.
+        self._timers: list[tuple[float, Job | None]] = []
         self._last_cycle = float("-inf")
 
     # ------------------------------------------------------------------ driver calls
@@ -347,7 +350,6 @@ class Scheduler:
             self.incremental
             and not requeue
             and (first, order) == self._last_order
-            and now < self._next_timer
             and now - self._last_cycle < params.preemption_recheck
         )
         if quiet and self._dirty:
@@ -356,6 +358,10 @@ class Scheduler:
             quiet = not dirty_before and bool(released) and not explain
             if quiet and released is not None:
                 quiet = not self._releases_matter(released, view, first)
+        if quiet and now >= self._next_timer:
+            # Woken by timers: quiet still when each is a failed search's memo running out
+            # and that search fails again.
+            quiet = not explain and self._rechecks_fail(view, now)
         self._last_order = (first, order)
         if quiet and not explain:
             self._dirty = False
@@ -363,6 +369,7 @@ class Scheduler:
         self._dirty = False
         self._last_cycle = now
         self._next_timer = float("inf")
+        self._timers = []
 
         walk = Walk(self, view, now, result, explain)
         walk.run(order, first)
@@ -600,6 +607,46 @@ class Scheduler:
             self._evictable_gpus[job.project] = self._evictable_gpus.get(job.project, 0) + job.gpus
             self._dirty = True
         return released
+
+    def _set_timer(self, at: float, search: Job | None = None) -> None:
+        """Make the first cycle at or after ``at`` walk (``search``: the workload whose failed
+        search's memo runs out then)."""
+        if at < self._next_timer:
+            self._next_timer = at
+        self._timers.append((at, search))
+
+    def _rechecks_fail(self, view: PolicyView, now: float) -> bool:
+        """Is every timer due a failed search whose memo ran out, and does each fail again?
+
+        Asked only when nothing else would make this cycle walk: the walk would then take
+        the last one's turns and holds again, and could differ only where a search whose
+        memo ran out now finds a victim set. So only those searches are made
+        (``Walk.recheck``); when all fail, their memos are renewed, and the timers and the
+        time of the last walk become what the walk would have left.
+        """
+        recheck = self.params.preemption_recheck
+        due: list[Job] = []
+        for at, job in self._timers:
+            if at > now:
+                continue
+            if (
+                job is None
+                or self._pending.get(job.id) is not job
+                or job.fail_pos < 0
+                or job.fail_time + recheck > now
+                or job.patient_until > now
+            ):
+                return False
+            if job not in due:
+                due.append(job)
+        if not Walk(self, view, now, CycleResult(), False).recheck(due):
+            return False
+        timers = [(at, job) for at, job in self._timers if at > now]
+        timers.extend((now + recheck, job) for job in due)
+        self._timers = timers
+        self._next_timer = min((at for at, _ in timers), default=float("inf"))
+        self._last_cycle = now
+        return True
 
     def _releases_matter(self, released: list[Job], view: PolicyView, claimants: list[str]) -> bool:
         """Could a walk use any of ``released`` (runs that just passed their minimum runtime)?

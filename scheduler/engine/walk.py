@@ -240,7 +240,7 @@ class Walk:
         if memo_ok and preempts:
             # When the memo runs out, a search may find what the signature could not show
             # (and patience is weighed again): the scheduler must not sleep through that.
-            s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
+            s._set_timer(job.fail_time + self.params.preemption_recheck, job)
         # The memo failed only because some teams' room to be reclaimed from grew: the new
         # search is a full one in all but where it looks (those teams' work, and the nodes
         # that changed), so it is booked as a full one.
@@ -287,7 +287,7 @@ class Walk:
             # Still waiting out its patience for a victim set already found: that is not a
             # failed search, so no memo (it would outlive the patience); look again then.
             job.fail_pos = -1
-            s._next_timer = min(s._next_timer, job.patient_until)
+            s._set_timer(job.patient_until)
             self._note(job, None)
             return False
         if preempts and self._may_find_victims(job):
@@ -319,12 +319,45 @@ class Walk:
             job.fail_time = self.now
         job.fail_held = tuple(self.reserved)
         if preempts:
-            s._next_timer = min(s._next_timer, job.fail_time + self.params.preemption_recheck)
+            s._set_timer(job.fail_time + self.params.preemption_recheck, job)
         job.fail_pos = log_len
         job.fail_sig = sig
         if self.explain_on:
             self._note(job, self._blocked_phrase(job))
         return False
+
+    def recheck(self, jobs: list[Job]) -> bool:
+        """Search again, as each one's turn in an unchanged walk would, for ``jobs``: pending
+        workloads whose failed search's memo ran out (``Scheduler._rechecks_fail``). True
+        when none finds a victim set; their memos are then renewed as of now.
+
+        The nodes held when a search last failed stay out of it (``fail_held``: the walk
+        would hold them, and maybe more, before that turn), so no search here looks at fewer
+        nodes than the walk's would: when all fail here, the walk's fail too.
+        """
+        s, cap = self.s, self.cap
+        for job in jobs:
+            if not self._may_find_victims(job):
+                continue
+            eligible = self._eligible_for(job)
+            pool = self._victim_pool(job)
+            limit = self._limit_for(job)
+            if job.nodes == 1:
+                found = single_node_search(
+                    job, pool, s._run, cap, job.fail_held, eligible, self._lost_of, None, limit
+                )
+            else:
+                found = gang_search(
+                    job, pool, s._run, cap, job.fail_held, eligible, self._lost_of, limit
+                )
+            if found.choice is not None:
+                return False
+        log_len = len(s._opp_log)
+        for job in jobs:
+            job.fail_time = self.now
+            job.fail_pos = log_len
+            job.fail_sig = self.view.signature(job)
+        return True
 
     def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
@@ -547,7 +580,7 @@ class Walk:
             if self.now < ready_at:
                 # Look again when the patience is over (the search is the costly part).
                 job.patient_until = ready_at
-                s._next_timer = min(s._next_timer, ready_at)
+                s._set_timer(ready_at)
                 return False, True
         self._evict_and_start(job, choice)
         return True, False
@@ -796,7 +829,7 @@ class Walk:
             job.head_since = self.now
         due = job.head_since + self.params.gang_reserve_after
         if self.now < due:
-            self.s._next_timer = min(self.s._next_timer, due)
+            self.s._set_timer(due)
             return False
         return True
 
