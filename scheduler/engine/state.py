@@ -102,6 +102,9 @@ class Scheduler:
         # per project: how many pending charged workloads of each class, so a cycle learns
         # at a glance whether any could evict a run of its own project (``_releases_matter``)
         self._pending_classes: dict[str, dict[tuple[int, float], int]] = {}
+        # per group: how many pending charged debug-class workloads (the walk's short pass
+        # skips a group without any)
+        self._pending_short: dict[str, int] = {}
         self._free_running: dict[str, Job] = {}
         # Loans (``holds``): holder id -> node position -> GPUs its borrowers hold there.
         self._loans: dict[str, dict[int, int]] = {}
@@ -436,6 +439,12 @@ class Scheduler:
     def _count_pending(self, job: Job, sign: int) -> None:
         self._pending_gpus += sign * job.gpus
         if job.charged:
+            if job.mr <= self.params.debug_min_runtime:
+                short = self._pending_short.get(job.group, 0) + sign
+                if short:
+                    self._pending_short[job.group] = short
+                else:
+                    del self._pending_short[job.group]
             classes = self._pending_classes.setdefault(job.project, {})
             cls = (-job.w.priority, job.mr)
             count = classes.get(cls, 0) + sign

@@ -89,9 +89,13 @@ class Walk:
         if s.policy.short_first:
             # Short work first above the guarantee: debug-class heads of every group, in
             # window order, before any longer work. They return what they take soonest.
+            short = s._pending_short
             for group in order:
                 shapes = queues.get((0, group))
-                if not shapes:
+                if not shapes or group not in short:
+                    # Nothing for this pass. (Skipping it before ``_worth_walking`` loses no
+                    # early end of the pass: when it would say no later group can act, the
+                    # next group walked says so too.)
                     continue
                 if not self._worth_walking(0, group, shapes):
                     if self._stop:
