@@ -112,11 +112,12 @@ class Scheduler:
         # Node positions whose free GPUs or preemptible work grew, in order: a failed
         # preemption search only needs to look again at nodes logged after it failed.
         self._opp_log: list[int] = []
-        # Beside each entry: the running workload whose passing its minimum runtime made the
-        # entry (it became preemptible there; nothing else on the node changed), or None for
-        # any other change. A failed search skips the first kind when that workload is no
-        # victim of its own (Walk._fresh_nodes).
-        self._opp_why: list[Job | None] = []
+        # Beside each entry: the id of the running workload whose passing its minimum runtime
+        # made the entry (it became preemptible there; nothing else on the node changed), or
+        # None for any other change. A failed search skips the first kind when that workload
+        # is no victim of its own (Walk._fresh_nodes). An id, not the workload: the log lives
+        # as long as the scheduler, and would otherwise keep every such workload alive.
+        self._opp_why: list[str | None] = []
         self._last_reserved: dict[int, str] = {}
         # Healthy nodes emptiest first, as (used, busy until, position), and each node's
         # entry: kept by Walk._nodes_by_use
@@ -585,7 +586,7 @@ class Scheduler:
         preemptible work grew (``passed``: only because that workload there passed its
         minimum runtime)."""
         self._opp_log.append(idx)
-        self._opp_why.append(passed)
+        self._opp_why.append(None if passed is None else passed.id)
 
     def _release_deadlines(self, now: float) -> list[Job] | None:
         """Charged work whose minimum runtime has passed becomes preemptible. Returns those

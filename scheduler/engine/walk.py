@@ -498,10 +498,16 @@ class Walk:
         log, why = s._opp_log, s._opp_why
         if not s.incremental or not self.view.victims_follow_signature:
             return log[since:]  # the reference searches every node logged since
+        run = s._run
         fresh: list[int] = []
         for i in range(since, len(log)):
-            passed = why[i]
-            if passed is None or eligible(passed):
+            wid = why[i]
+            if wid is None:
+                fresh.append(log[i])
+                continue
+            # A workload that stopped since is no victim (its stop has an entry of its own).
+            passed = run.get(wid)
+            if passed is not None and eligible(passed):
                 fresh.append(log[i])
         return fresh
 

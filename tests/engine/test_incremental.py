@@ -9,6 +9,9 @@ and every cycle's starts (with placements) and preemptions must be identical.
 
 from __future__ import annotations
 
+import gc
+import inspect
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +165,22 @@ def test_a_slice_of_the_philly_trace_takes_the_same_decisions_either_way():
 
     assert sum(len(preempted) for _, _, preempted in reference) > 0
     assert incremental == reference
+
+
+def test_what_the_engine_keeps_between_cycles_lets_finished_work_go():
+    """The node log a failed search retries from lives as long as the scheduler; an entry
+    made because a workload passed its minimum runtime names that workload. Once the
+    workload has finished, nothing the scheduler keeps may still hold it: over a long
+    replay (a million jobs) that was a quarter of the memory."""
+    from scheduler.engine import Node, Workload
+
+    sched = Scheduler([Node("n0", 8)], None)
+    sched.submit(Workload("w", "p", 2, 0.0, 600.0))
+    assert [s.workload_id for s in sched.cycle(0.0, {}).starts] == ["w"]
+    sched.cycle(700.0, {})  # past its 10-minute minimum: logged as newly preemptible
+    job = sched._run["w"]
+    sched.finish("w")
+    sched.cycle(800.0, {})
+    gc.collect()
+    holders = [r for r in gc.get_referrers(job) if not inspect.isframe(r)]
+    assert holders == []
