@@ -15,7 +15,12 @@ from scheduler.engine import reasons as words
 from scheduler.engine.model import CycleResult, NodeState, Preemption, Start
 from scheduler.engine.placement import NodeRec, split_gang
 from scheduler.engine.policies import PolicyView
-from scheduler.engine.preemption import VictimChoice, gang_search, single_node_search
+from scheduler.engine.preemption import (
+    SearchResult,
+    VictimChoice,
+    gang_search,
+    single_node_search,
+)
 from scheduler.engine.records import Job, lost_gpu_seconds
 
 if TYPE_CHECKING:
@@ -339,24 +344,12 @@ class Walk:
         would hold them, and maybe more, before that turn), so no search here looks at fewer
         nodes than the walk's would: when all fail here, the walk's fail too.
         """
-        s, cap = self.s, self.cap
         for job in jobs:
             if not self._may_find_victims(job):
                 continue
-            eligible = self._eligible_for(job)
-            pool = self._victim_pool(job)
-            limit = self._limit_for(job)
-            if job.nodes == 1:
-                found = single_node_search(
-                    job, pool, s._run, cap, job.fail_held, eligible, self._lost_of, None, limit
-                )
-            else:
-                found = gang_search(
-                    job, pool, s._run, cap, job.fail_held, eligible, self._lost_of, limit
-                )
-            if found.choice is not None:
+            if self._search(job, None, self._eligible_for(job), job.fail_held).choice is not None:
                 return False
-        log_len = len(s._opp_log)
+        log_len = len(self.s._opp_log)
         for job in jobs:
             job.fail_time = self.now
             job.fail_pos = log_len
@@ -551,6 +544,18 @@ class Walk:
     def _preemptions_left(self) -> int:
         return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
 
+    def _search(
+        self, job: Job, only: list[int] | None, eligible, skip: Container[int]
+    ) -> SearchResult:
+        """The cheapest victim set for ``job`` under its rule ``eligible``, leaving out the
+        nodes in ``skip`` (``only``: for a single-node job, just these node positions)."""
+        pool = self._victim_pool(job) if only is None else ()
+        limit = self._limit_for(job)
+        run, cap, lost = self.s._run, self.cap, self._lost_of
+        if job.nodes == 1:
+            return single_node_search(job, pool, run, cap, skip, eligible, lost, only, limit)
+        return gang_search(job, pool, run, cap, skip, eligible, lost, limit)
+
     def _preempt(self, job: Job, only: list[int] | None, eligible) -> tuple[bool, bool]:
         """Start ``job`` by evicting the cheapest eligible set, if one exists.
 
@@ -559,17 +564,7 @@ class Walk:
         a reserved node could have served).
         """
         s = self.s
-        pool = self._victim_pool(job) if only is None else ()
-        limit = self._limit_for(job)
-        if job.nodes == 1:
-            found = single_node_search(
-                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, only, limit
-            )
-        else:
-            found = gang_search(
-                job, pool, s._run, self.cap, self.reserved, eligible, self._lost_of, limit
-            )
-        choice = found.choice
+        choice = self._search(job, only, eligible, self.reserved).choice
         if choice is not None and len(choice.victims) > self._preemptions_left():
             return False, True  # over this cycle's eviction budget: try again next cycle
         if choice is None:
