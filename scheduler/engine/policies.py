@@ -86,6 +86,11 @@ class PolicyView:
         """Does ``group`` hold less than the policy guarantees it, now?"""
         return False
 
+    def guarantee_order(self, groups: Sequence[str]) -> list[str]:
+        """The ``groups`` holding less than their guarantee now, in the order they are
+        offered free GPUs before everyone else (by default, as given)."""
+        return [g for g in groups if self.is_guaranteed(g)]
+
     def project_phrase(self, project: str) -> str:
         """Where the project stands, in plain words (the first part of a pending reason)."""
         return f"project {project}"
@@ -269,11 +274,11 @@ class _FairShareView(PolicyView):
         self.debug_alloc = dict(inputs.debug_allocated)
         # Whole GPUs that add up to the cluster (largest remainder, see the tree).
         self.entitled = inputs.tree.entitled_gpus(inputs.healthy_gpus)
-        # Entitlement first: teams below theirs get free GPUs up to it (in window order),
-        # before the window orders what is left above entitlement. Waiting for a reclaim
-        # (a victim's minimum runtime) while free GPUs go to teams already above their
-        # entitlement is what cost the hourly figure and caused the reclaims.
-        self.guaranteed = [p for p in order if self.alloc.get(p, 0) < self.entitled.get(p, 0)]
+        # Entitlement first: teams below theirs get free GPUs up to it, before the window
+        # orders what is left above entitlement (``guarantee_order``). Waiting for a
+        # reclaim (a victim's minimum runtime) while free GPUs go to teams already above
+        # their entitlement is what cost the hourly figure and caused the reclaims.
+        self.guaranteed = self.guarantee_order(order)
         # GPUs each team runs above its entitlement (what a reclaim may take), kept as the
         # cycle starts and evicts work: asked for every victim a search looks at. The teams
         # in it are the borrowers.
@@ -326,6 +331,17 @@ class _FairShareView(PolicyView):
 
     def is_guaranteed(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0)
+
+    def guarantee_order(self, groups: Sequence[str]) -> list[str]:
+        # The team holding the smallest part of its entitlement goes first; the window
+        # order given breaks ties. The guarantee is about what a team holds now: a team
+        # whose last week was busy above its share is owed its entitlement this hour all
+        # the same. In window order, a small team that had burst the week before came after
+        # every other team below its entitlement, however little of its own it held, and
+        # its hours went unserved.
+        alloc, entitled = self.alloc, self.entitled
+        below = [g for g in groups if alloc.get(g, 0) < entitled.get(g, 0)]
+        return sorted(below, key=lambda g: alloc.get(g, 0) / entitled[g])
 
     def within_guarantee(self, job: Job) -> bool:
         # Any charged workload of a team below its entitlement gets free GPUs first, even one

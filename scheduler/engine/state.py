@@ -394,7 +394,7 @@ class Scheduler:
             # Requeued victims may sit in groups that had nothing pending when we began.
             # Groups below their guarantee are offered GPUs first: they come first here too.
             queued = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
-            first = [g for g in queued if view.is_guaranteed(g)]
+            first = view.guarantee_order(queued)
             rest = [g for g in queued if not view.is_guaranteed(g)]
             walk.explain(first, rest)
         return result

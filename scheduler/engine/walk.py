@@ -86,8 +86,8 @@ class Walk:
         # it freed beyond the preemptor's need go back to them, not above someone else's.
         if self.evicted:
             walked = set(guaranteed)
-            for group in order:
-                if group not in walked and self.view.is_guaranteed(group):
+            for group in self.view.guarantee_order(order):
+                if group not in walked:
                     shapes = queues.get((0, group))
                     if shapes:
                         self._walk_group(0, group, shapes, guaranteed_only=True)

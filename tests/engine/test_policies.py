@@ -101,6 +101,23 @@ def test_fairshare_orders_projects_by_usage_over_share():
     assert _starts(sched.cycle(10.0, {"a": 1e6, "b": 0.0})) == ["b0"]
 
 
+def test_fairshare_serves_the_team_holding_least_of_its_entitlement_first_whatever_the_window():
+    """Two 8-GPU nodes; a 25 % / b 25 % / c 50 % (4, 4 and 8 GPUs). c runs 8 on n0 and b 3
+    on n1, both protected; n1 has 5 GPUs free. a and b each ask for 4. Both are below their
+    entitlement: a holds none of its 4, b 3 of its 4. a used far more than b over the
+    window, so the window alone would serve b first (its 4 take it to 7) and leave a's 4
+    nowhere to go. The guarantee serves a first: it holds the smaller part of what it is
+    owed."""
+    sched = scheduler(nodes(2), flat_tree(a=25, b=25, c=50), policy="fairshare")
+    sched.add_running(work("c0", "c", 8, min_runtime=8 * HOUR), {"n0": 8}, 0.0)
+    sched.add_running(work("b0", "b", 3, min_runtime=8 * HOUR), {"n1": 3}, 0.0)
+    sched.submit(work("b1", "b", 4, submit=HOUR))
+    sched.submit(work("a1", "a", 4, submit=2 * HOUR))
+    result = sched.cycle(3 * HOUR, {"a": 1e6, "b": 0.0, "c": 0.0})
+    assert _starts(result) == ["a1"]
+    assert result.preemptions == []
+
+
 def test_fairshare_does_not_evict_beyond_the_preemptors_entitlement():
     sched = scheduler(nodes(2), flat_tree(a=50, b=50), policy="fairshare")
     for i in range(16):

@@ -114,12 +114,13 @@ def test_the_recall_comes_the_moment_the_borrower_passes_its_protection_and_noth
     """A borrower passing its protection is the only change, and nothing else can use it.
 
     Two 8-GPU nodes; alpha 70 % / beta 10 % / gamma 20 % (11, 2 and 3 GPUs). n0 runs beta's
-    fill0 (6, protected) and gamma's old 1-GPU run (preemptible: gamma already has
-    preemptible work); n1 runs alpha's fill1 (4). alpha's 6-GPU big holds n1 and gamma's
-    4-GPU debug probe borrows its free 4. After fill1 ends, the cycle at +16 min changes
-    nothing. At +17 min probe passes its 15 minutes and nothing else happens: gamma runs
-    5 GPUs, 2 above its 3, so no reclaim may take probe's 4; gamma has nothing pending; no
-    other node has 4 free GPUs to move probe to. Only the loan makes probe usable, and big
+    fill0 (6, protected) and gamma's old 2-GPU run (preemptible: gamma already has
+    preemptible work); n1 runs alpha's fill1 (4). alpha, holding 4 of its 11 GPUs, is
+    offered free GPUs before gamma, holding 2 of its 3: alpha's 6-GPU big holds n1 and
+    gamma's 4-GPU debug probe borrows its free 4. After fill1 ends, the cycle at +16 min
+    changes nothing. At +17 min probe passes its 15 minutes and nothing else happens: gamma
+    runs 6 GPUs, 3 above its 3, so no reclaim may take probe's 4; gamma has nothing pending;
+    no other node has 4 free GPUs to move probe to. Only the loan makes probe usable, and big
     takes n1 back in that cycle (with a dirty flag alone, an engine that skips quiet cycles
     would wait).
     """
@@ -130,7 +131,7 @@ def test_the_recall_comes_the_moment_the_borrower_passes_its_protection_and_noth
     )
     run(sched, "fill0", "beta", {"n0": 6})
     run(sched, "fill1", "alpha", {"n1": 4})
-    run(sched, "old", "gamma", {"n0": 1}, start=T0 - HOUR, min_runtime=15 * MINUTE)
+    run(sched, "old", "gamma", {"n0": 2}, start=T0 - HOUR, min_runtime=15 * MINUTE)
     sched.submit(build_workload("big", "alpha", 6, submit=T0))
     assert sched.cycle(T0 + MINUTE, usage).starts == []
     sched.submit(build_workload("probe", "gamma", 4, submit=T0 + MINUTE, min_runtime=15 * MINUTE))
