@@ -270,8 +270,9 @@ def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage
     Segmentation 18, Translation 28, Summaries 12 (effective shares 30/18/28/12 %).
     Running charged now: Segmentation 18 (at its entitlement; its free-lane run does not
     count), Detection 40 (above), Translation 10 (below), Summaries 0 (below; its stopping
-    run does not count). The next cycle offers free GPUs to Translation and Summaries first
-    (in ranking order), then to everyone in ranking order: Segmentation, Detection."""
+    run does not count). The next cycle offers free GPUs to Summaries (0 of its 12) and
+    Translation (10 of its 28) first, the one holding the smaller part of its entitlement
+    first, then to everyone in ranking order: Segmentation, Detection."""
     from scheduler.choices import NodeState
     from scheduler.models import Node
 
@@ -293,8 +294,8 @@ def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage
 
     rows = rows_by_name(view)
     assert [r.name for r in view.project_order] == [
-        "Translation",
         "Summaries",
+        "Translation",
         "Segmentation",
         "Detection",
     ]
