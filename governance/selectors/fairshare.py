@@ -54,8 +54,8 @@ class FairShareRow:
     siblings. ``order_position`` (projects only) is the 1-based place of the project in the
     order the next cycle offers free GPUs (``scheduler.selectors.offer_order``: projects
     below their entitlement first, the one holding the smallest part of it first, then the
-    Fair Tree order); ``running_gpus`` and
-    ``entitled_gpus`` are its charged GPUs running now and its entitlement in whole GPUs
+    Fair Tree order); ``running_gpus`` and ``entitled_gpus`` are its charged GPUs running
+    now and its entitlement in whole GPUs
     (``None`` without a share), ``below_entitlement`` whether it is served first now. ``history`` and ``rank_history`` hold the metric and sibling rank
     at each instant of ``FairShareView.instants`` (``None`` where the node was unbudgeted).
     """

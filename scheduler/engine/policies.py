@@ -340,7 +340,7 @@ class _FairShareView(PolicyView):
         # every other team below its entitlement, however little of its own it held, and
         # its hours went unserved.
         alloc, entitled = self.alloc, self.entitled
-        below = [g for g in groups if alloc.get(g, 0) < entitled.get(g, 0)]
+        below = super().guarantee_order(groups)
         return sorted(below, key=lambda g: alloc.get(g, 0) / entitled[g])
 
     def within_guarantee(self, job: Job) -> bool:
