@@ -58,6 +58,14 @@ class Workload:
     sent to the same project in the ``debug_min_runtime`` before this one (``bursts``); the
     driver computes it at submit. ``fairshare`` orders a project's work by it before submit
     time, so a lone debug job is not queued behind a colleague's sweep.
+
+    ``swapped_for``: the id of the workload of the same project that evicted this one's last
+    run (a swap: a debug job taking the place of its team's training run), as the
+    driver remembers it (the live loop: the last run's ``preempted_by``). While that
+    workload runs and this one waits, the team's claim to reclaim from other teams counts
+    this one's GPUs as still held: a team cannot fall below its entitlement by its own
+    choice and then take GPUs back from a team that reclaimed from it (``docs/design.md``,
+    "Why this cannot ping-pong"). None: not swapped out, or the driver does not know.
     """
 
     id: str
@@ -73,6 +81,7 @@ class Workload:
     blocked_since: float | None = None
     patient_until: float | None = None
     burst_rank: int = 0
+    swapped_for: str | None = None
 
     @property
     def is_gang(self) -> bool:

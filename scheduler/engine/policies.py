@@ -28,6 +28,8 @@ class CycleInputs:
     ``debug_allocated`` its debug-class part (``PolicyParams.debug_min_runtime``).
     ``evictable`` maps a project to GPUs of its charged running work past minimum runtime.
     ``usage_order``: the policy's ``usage_order`` for these inputs when already known.
+    ``swapped``: per project, GPUs of its pending work that its own running work swapped
+    out (``Workload.swapped_for``); they count towards its claim to reclaim.
     """
 
     # A plain class, not a dataclass: built every cycle, and the native build compiles an
@@ -46,6 +48,7 @@ class CycleInputs:
         debug_allocated: dict[str, int] | None = None,
         params: PolicyParams | None = None,
         usage_order: list[str] | None = None,
+        swapped: dict[str, int] | None = None,
     ) -> None:
         self.tree = tree
         self.usage = usage
@@ -59,6 +62,7 @@ class CycleInputs:
         self.params: PolicyParams = PolicyParams() if params is None else params
         # ``Policy.usage_order`` for this usage, when the scheduler already asked it
         self.usage_order = usage_order
+        self.swapped: dict[str, int] = {} if swapped is None else swapped
 
 
 class PolicyView:
@@ -178,6 +182,14 @@ class PolicyView:
         """Why ``job`` is allowed to preempt ``victim`` (for the preemption's reason)."""
         return "preempted"
 
+    def swapped_out(self, job: Job) -> None:
+        """``job``, just evicted (``evicted``), was evicted by work of its own project."""
+
+    def swapped_gpus(self, project: str) -> int:
+        """GPUs of ``project``'s own work it swapped out that still count as its own when it
+        claims GPUs from other teams (0 for a policy that does not count them)."""
+        return 0
+
     def started(self, job: Job) -> None:
         """``job`` started in this cycle."""
 
@@ -272,6 +284,9 @@ class _FairShareView(PolicyView):
         self.usage_order = order
         self.alloc = dict(inputs.charged_allocated)
         self.debug_alloc = dict(inputs.debug_allocated)
+        # GPUs of each team's own work it swapped out, still counted as its own when it
+        # claims GPUs from other teams (``_claimed``).
+        self._swapped = dict(inputs.swapped)
         # Whole GPUs that add up to the cluster (largest remainder, see the tree).
         self.entitled = inputs.tree.entitled_gpus(inputs.healthy_gpus)
         # Entitlement first: teams below theirs get free GPUs up to it, before the window
@@ -349,16 +364,30 @@ class _FairShareView(PolicyView):
         # towards what it is owed. Evicting for it still needs ``may_reclaim``.
         return job.charged and self.is_guaranteed(job.project)
 
+    def _claimed(self, project: str) -> int:
+        """GPUs ``project`` holds as far as its claim on other teams' GPUs goes: what it runs
+        plus what it swapped out of its own (``swapped_gpus``)."""
+        return self.alloc.get(project, 0) + self._swapped.get(project, 0)
+
+    def swapped_gpus(self, project: str) -> int:
+        return self._swapped.get(project, 0)
+
+    def swapped_out(self, job: Job) -> None:
+        # A team that evicts its own run for better-class work (a debug job) chose to hold
+        # less: that must not give it a claim on other teams' GPUs, or it could take back
+        # what a team below its entitlement had just reclaimed from it (ping-pong).
+        self._swapped[job.project] = self._swapped.get(job.project, 0) + job.gpus
+
     def may_reclaim(self, job: Job) -> bool:
         # Entitlement is a guarantee: a team that stays within its entitlement after this
         # start takes GPUs from teams above theirs, whatever the window rank. Catching up on
         # older usage beyond that goes through the order in which free GPUs are handed out,
         # not through evictions: evicting by window rank made the reference implementation
-        # churn.
-        return self.alloc.get(job.project, 0) + job.gpus <= self.entitled.get(job.project, 0)
+        # churn. Work the team swapped out of its own counts as held (``_claimed``).
+        return self._claimed(job.project) + job.gpus <= self.entitled.get(job.project, 0)
 
     def group_may_reclaim(self, group: str) -> bool:
-        return self.alloc.get(group, 0) < self.entitled.get(group, 0) and bool(self.borrowers_set)
+        return self._claimed(group) < self.entitled.get(group, 0) and bool(self.borrowers_set)
 
     def _room(self, project: str) -> int:
         """GPUs ``project`` runs above its entitlement: what a reclaim may take from it."""
@@ -372,7 +401,8 @@ class _FairShareView(PolicyView):
         # victim of a reclaim (victims' teams run above theirs), and the victim's team ends
         # at or above its own, so the reclaim gives it no claim to reclaim with: evictions
         # between two teams go one way. Nothing is stolen back through third teams either,
-        # since no reclaim takes any team below its entitlement.
+        # since no reclaim takes any team below its entitlement, and a team that swaps its
+        # own work out gains no claim by it (``swapped_out``).
         if project == job.project:
             return False
         room = self._room(project)
@@ -410,7 +440,8 @@ class _FairShareView(PolicyView):
     def may_clear_for_gang(self, job: Job) -> bool:
         # The guarantee serves a held gang of a team below its entitlement, even when the
         # gang alone takes the team above it: one gang is the smallest step it can take.
-        return self.alloc.get(job.project, 0) < self.entitled.get(job.project, 0)
+        # Work the team swapped out of its own counts as held, as for any reclaim.
+        return self._claimed(job.project) < self.entitled.get(job.project, 0)
 
     def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:
         # As for any reclaim: every team evicted from the cleared nodes keeps at least its

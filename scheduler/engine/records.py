@@ -44,6 +44,7 @@ class Job:
         "seq",
         "shape",
         "start",
+        "swapped_for",
         "w",
     )
 
@@ -74,6 +75,9 @@ class Job:
         self.patient_until = w.patient_until or 0.0
         # Evictions suffered so far (the churn budget lengthens its protection).
         self.preempted = w.preemptions
+        # The same project's workload that evicted this one's last run, while this one waits
+        # (see ``Workload.swapped_for``); cleared when this one starts again.
+        self.swapped_for: str | None = w.swapped_for
         # Memo of the last failed preemption search (see _Walk._preempt).
         self.fail_pos = -1
         self.fail_sig: object = None

@@ -106,6 +106,10 @@ class Scheduler:
         # skips a group without any)
         self._pending_short: dict[str, int] = {}
         self._free_running: dict[str, Job] = {}
+        # Pending workloads swapped out by a workload of their own project (``swapped_for``),
+        # by id: their GPUs count towards their team's claim while the swapper runs
+        # (``swapped_gpus``). Entries whose swap is over are dropped there.
+        self._swapped: dict[str, Job] = {}
         # Loans (``holds``): holder id -> node position -> GPUs its borrowers hold there.
         self._loans: dict[str, dict[int, int]] = {}
         self._draining: set[int] = set()
@@ -143,6 +147,8 @@ class Scheduler:
         known = job.project in self._work_per_project
         was_dirty = self._dirty
         self._enqueue(job)
+        if job.swapped_for is not None:
+            self._swapped[job.id] = job
         self._touch_project(job.project, +1)
         if known and self.incremental and not was_dirty:
             # Behind the head of its shape in a project that already had work, a new
@@ -340,6 +346,7 @@ class Scheduler:
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
             debug_allocated=self._debug_alloc,
+            swapped=self.swapped_gpus() if self._swapped else None,
             evictable=self._evictable_gpus,
             healthy_gpus=self.capacity.healthy_gpus(),
             now=now,
@@ -388,6 +395,8 @@ class Scheduler:
         for job in requeue + walk.evicted:
             job.queued_at = now
             self._enqueue(job)
+            if job.swapped_for is not None:
+                self._swapped[job.id] = job
         if result.starts or result.preemptions or requeue:
             self._dirty = True
         if explain:
@@ -488,6 +497,7 @@ class Scheduler:
             self.capacity.allocate(rec, job.id, gpus, exclusive=gang)
         if self._pending.pop(job.id, None) is not None:
             self._count_pending(job, -1)
+        job.swapped_for = None  # running again: the swap is over
         self._seq += 1
         job.seq = self._seq
         job.running = True
@@ -557,6 +567,23 @@ class Scheduler:
         self._seq += 1
         job.seq = self._seq  # its deadline entry is now stale
         self._dirty = True
+
+    def swapped_gpus(self) -> dict[str, int]:
+        """Per project, GPUs of its pending work swapped out by its own work that still runs
+        (``Workload.swapped_for``); swaps that are over (the swapper stopped, the swapped
+        workload started again or left) are forgotten here."""
+        held: dict[str, int] = {}
+        for wid, job in list(self._swapped.items()):
+            if self._pending.get(wid) is not job or job.swapped_for is None:
+                del self._swapped[wid]  # started again (which ends the swap) or gone
+                continue
+            swapper = self._run.get(job.swapped_for)
+            if swapper is None or swapper.project != job.project or not job.charged:
+                job.swapped_for = None
+                del self._swapped[wid]
+                continue
+            held[job.project] = held.get(job.project, 0) + job.gpus
+        return held
 
     def protection(self, job: Job) -> float:
         """How long a run of ``job`` starting now would be protected (churn budget included
@@ -746,4 +773,5 @@ def _as_remembered(job: Job) -> Workload:
         queued_at=job.queued_at,
         blocked_since=job.head_since,
         patient_until=job.patient_until or None,
+        swapped_for=job.swapped_for,
     )

@@ -604,6 +604,11 @@ class Walk:
             victim.preempted += 1
             self._by_use = None
             view.evicted(victim)
+            if victim.project == job.project and victim.charged:
+                # A swap: the team chose it, so the victim's GPUs still count towards the
+                # team's claim to reclaim while ``job`` runs (``Workload.swapped_for``).
+                victim.swapped_for = job.id
+                view.swapped_out(victim)
             self.evicted.append(victim)
             self.result.preemptions.append(Preemption(victim.id, reason, job.id, "preempt"))
         names = ", ".join(v.id for v in choice.victims)
@@ -962,6 +967,12 @@ class Walk:
         elif not self.view.is_guaranteed(job.project):
             phrases.append(
                 "no nodes are cleared for it: its project already runs at least its entitlement"
+            )
+        elif self.view.swapped_gpus(job.project):
+            phrases.append(
+                "no nodes are cleared for it: its project's work swapped out for its own "
+                f"debug or higher-priority work ({self.view.swapped_gpus(job.project)} GPUs) "
+                "counts as held while that work runs"
             )
         return phrases
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Value
+from django.db.models import Count, F, Max, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -69,6 +69,7 @@ class _WorkloadRow:
     patient_until: datetime | None
     burst_rank: int
     preemptions: int = 0
+    swapped_for: int | None = None
 
 
 @dataclass
@@ -126,6 +127,7 @@ def cycle_state_read(cluster: Cluster) -> _State:
     for workload_id, count in preempted:
         if workload_id in workloads:
             workloads[workload_id].preemptions = count
+    _read_swaps(cluster, workloads)
     open_runs = list(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
             "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
@@ -137,6 +139,34 @@ def cycle_state_read(cluster: Cluster) -> _State:
         open_runs=open_runs,
         node_ids={name: node_id for node_id, name, _, _ in nodes},
     )
+
+
+def _read_swaps(cluster: Cluster, workloads: dict[int, _WorkloadRow]) -> None:
+    """Set ``swapped_for`` on each pending workload whose last run was preempted by a
+    workload of its own project (a swap: ``engine.Workload.swapped_for``).
+
+    Two small queries: the swaps among pending workloads' runs, then which of those runs is
+    its workload's last (a later run ended the swap)."""
+    swaps: dict[int, tuple[int, int]] = {}
+    for workload_id, attempt, by in Run.objects.filter(
+        cluster=cluster,
+        end_reason=RunEndReason.PREEMPTED,
+        workload__state=WorkloadState.PENDING,
+        preempted_by__project_id=F("workload__project_id"),
+    ).values_list("workload_id", "attempt", "preempted_by_id"):
+        if workload_id in workloads and attempt > swaps.get(workload_id, (0, 0))[0]:
+            swaps[workload_id] = (attempt, by)
+    if not swaps:
+        return
+    last = dict(
+        Run.objects.filter(workload_id__in=swaps)
+        .values("workload_id")
+        .annotate(last=Max("attempt"))
+        .values_list("workload_id", "last")
+    )
+    for workload_id, (attempt, by) in swaps.items():
+        if last.get(workload_id) == attempt:
+            workloads[workload_id].swapped_for = by
 
 
 def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
@@ -160,6 +190,7 @@ def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
         blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
         patient_until=None if row.patient_until is None else row.patient_until.timestamp(),
         burst_rank=row.burst_rank,
+        swapped_for=None if row.swapped_for is None else str(row.swapped_for),
     )
 
 

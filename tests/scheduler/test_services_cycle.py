@@ -342,3 +342,46 @@ def test_a_colleagues_lone_debug_job_starts_before_the_rest_of_a_sweep(db):
 
     started = set(Run.objects.filter(cluster=cluster).values_list("workload_id", flat=True))
     assert started == {sweep[0].id, lone.id}
+
+
+def test_a_run_swapped_out_by_its_own_teams_work_counts_as_the_teams_while_that_work_runs(db):
+    """A team's debug job that evicts the team's own training run (a swap) must not give the
+    team a claim on other teams' GPUs, or the run could take back what another team had
+    reclaimed (ping-pong). The engine is rebuilt every cycle: the swap is read back from the
+    run's ``preempted_by``, and ends when the debug job does."""
+    from scheduler.choices import ExitOutcome
+    from scheduler.services.executor_reports import run_report_exit
+
+    world = build_world(shares={"alpha": "50", "beta": "50"})  # 8 GPUs each of 16
+    submit(world, "alpha", gpus=4, min_runtime=8 * 3600)
+    training = submit(world, "alpha", gpus=4, min_runtime=3600)
+    for _ in range(2):
+        submit(world, "beta", gpus=4, min_runtime=8 * 3600)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    assert Run.objects.filter(ended_at__isnull=True).count() == 4  # full; each team at 8
+
+    # alpha runs its entitlement: its debug job may not reclaim, so it swaps out alpha's
+    # training run (past its minimum) once its patience (its own 10 minutes) is over.
+    debug = submit(world, "alpha", gpus=1, min_runtime=600, at=T0 + timedelta(minutes=61))
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=72))
+    training_run = Run.objects.get(workload=training)
+    assert training_run.preempted_by_id == debug.id
+    run_report_exit(run=training_run, outcome=ExitOutcome.PREEMPTED, now=T0 + timedelta(minutes=73))
+    training.refresh_from_db()
+    assert training.state == WorkloadState.PENDING
+
+    def rebuilt(at):
+        sched, _, _ = cycle_scheduler_build(
+            world.cluster, cycle_state_read(world.cluster), at, "fairshare"
+        )
+        return sched
+
+    sched = rebuilt(T0 + timedelta(minutes=74))
+    alpha = sched.running[str(debug.id)].workload.project
+    assert sched.swapped_gpus() == {alpha: 4}
+
+    run_report_exit(
+        run=Run.objects.get(workload=debug), outcome=ExitOutcome.SUCCEEDED,
+        now=T0 + timedelta(minutes=80),
+    )  # fmt: skip
+    assert rebuilt(T0 + timedelta(minutes=81)).swapped_gpus() == {}
