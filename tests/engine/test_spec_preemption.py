@@ -506,6 +506,47 @@ def test_no_two_teams_evict_each_other_back_and_forth(case):
     assert last_eviction < 2 * 24 * HOUR
 
 
+def test_a_team_that_swapped_its_own_run_out_takes_nothing_back_until_the_swapper_ends():
+    """Hand-worked, the case the property test found. Four teams of 25 % on 4 nodes of 4 GPUs
+    (4 GPUs each), endless demand. At 50 min t3's 3-GPU run reclaims t0's three 1-GPU debug
+    jobs (t0 ran 7). At 70 min they come back by evicting t0's own 4-GPU run (a swap): t0 runs
+    3, below its entitlement by its own choice only. So its run does not reclaim from t3 (or
+    anyone): the swap counts as t0's while the debug job that made it runs. When that job
+    ends, t0 is below its entitlement by work ending, and the run (past its hold bound) takes
+    its GPUs back at once."""
+    teams = ["t0", "t1", "t2", "t3"]
+    sched = build_scheduler(build_nodes(4, 4), budget("root", 100, *(leaf(t, 25) for t in teams)))
+    shapes = [("t0", 1, 15 * MINUTE), ("t0", 4, HOUR), ("t1", 2, 15 * MINUTE),
+              ("t3", 1, 15 * MINUTE), ("t3", 3, 15 * MINUTE)]  # fmt: skip
+    for i, (team, gpus, min_runtime) in enumerate(shapes):
+        for copy in range(3):
+            sched.submit(build_workload(f"{team}-{i}-{copy}", team, gpus, submit=float(i),
+                                        min_runtime=min_runtime))  # fmt: skip
+    usage = dict.fromkeys(teams, 0.0)
+    cross_team_by_t0 = []
+    swapped_at_70_min = None
+    for step in range(37):  # every 10 minutes up to 6 h
+        now = step * 10 * MINUTE
+        result = sched.cycle(now, dict(usage))
+        cross_team_by_t0 += [p.workload_id for p in result.preemptions
+                             if p.by.startswith("t0") and not p.workload_id.startswith("t0")]  # fmt: skip
+        if now == 70 * MINUTE:
+            assert "t0-1-0" in preempted_ids(result)
+            assert {p.by for p in result.preemptions} == {"t0-0-0"}
+            swapped_at_70_min = sched.swapped_gpus()
+        for rec in sched.running.values():
+            usage[rec.workload.project] += rec.workload.gpus * 10 * MINUTE
+    assert swapped_at_70_min == {"t0": 4}
+    assert cross_team_by_t0 == []
+    assert "t0-1-0" not in sched.running
+
+    sched.finish("t0-0-0")
+    assert sched.swapped_gpus() == {}
+    result = sched.cycle(6 * HOUR + 10 * MINUTE, dict(usage))
+    assert "t0-1-0" in started_ids(result)
+    assert {p.workload_id.split("-")[0] for p in result.preemptions} <= {"t1", "t3"}
+
+
 @settings(max_examples=100, deadline=None)
 @given(contested_clusters())
 # Found by this test: one reclaim of 5 GPUs evicted three 2-GPU runs of a team 2 above its 8.
