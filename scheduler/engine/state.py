@@ -110,6 +110,9 @@ class Scheduler:
         # by id: their GPUs count towards their team's claim while the swapper runs
         # (``swapped_gpus``). Entries whose swap is over are dropped there.
         self._swapped: dict[str, Job] = {}
+        # Workloads whose run is stopping after a swap, the driver waiting for the stop to
+        # be confirmed (``add_stopping``): neither pending nor running, they count the same.
+        self._stopping: dict[str, Job] = {}
         # Loans (``holds``): holder id -> node position -> GPUs its borrowers hold there.
         self._loans: dict[str, dict[int, int]] = {}
         self._draining: set[int] = set()
@@ -182,6 +185,19 @@ class Scheduler:
         self._touch_project(job.project, +1)
         job.loan_for = loan_for
         self._start(job, recs, [placement[r.name] for r in recs], start_time)
+
+    def add_stopping(self, workload: Workload) -> None:
+        """Record a workload whose run was ordered to stop and has not stopped yet (the live
+        loop rebuilding its state while the executor stops it). It takes no GPUs and is not
+        started; when it was swapped out by running work of its own project
+        (``Workload.swapped_for``), its GPUs count towards its team's claim as a pending
+        swapped-out workload's do (``swapped_gpus``)."""
+        if workload.id in self._pending or workload.id in self._run:
+            raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
+        job = self._make_job(workload)
+        if job.swapped_for is not None:
+            self._stopping[job.id] = job
+            self._dirty = True
 
     def finish(self, workload_id: str) -> None:
         """A running workload ended by itself: free its GPUs."""
@@ -263,6 +279,8 @@ class Scheduler:
                 fresh.set_node_state(rec.name, rec.state, force=rec.force)
         for job in self._pending.values():
             fresh.submit(_as_remembered(job))
+        for job in self._stopping.values():
+            fresh.add_stopping(_as_remembered(job))
         return fresh
 
     # ------------------------------------------------------------------ introspection
@@ -346,7 +364,7 @@ class Scheduler:
             allocated=self._alloc,
             charged_allocated=self._charged_alloc,
             debug_allocated=self._debug_alloc,
-            swapped=self.swapped_gpus() if self._swapped else None,
+            swapped=self.swapped_gpus() if self._swapped or self._stopping else None,
             evictable=self._evictable_gpus,
             healthy_gpus=self.capacity.healthy_gpus(),
             now=now,
@@ -569,9 +587,9 @@ class Scheduler:
         self._dirty = True
 
     def swapped_gpus(self) -> dict[str, int]:
-        """Per project, GPUs of its pending work swapped out by its own work that still runs
-        (``Workload.swapped_for``); swaps that are over (the swapper stopped, the swapped
-        workload started again or left) are forgotten here."""
+        """Per project, GPUs of its pending (or stopping, ``add_stopping``) work swapped out
+        by its own work that still runs (``Workload.swapped_for``); swaps that are over (the
+        swapper stopped, the swapped workload started again or left) are forgotten here."""
         held: dict[str, int] = {}
         for wid, job in list(self._swapped.items()):
             if self._pending.get(wid) is not job or job.swapped_for is None:
@@ -583,6 +601,10 @@ class Scheduler:
                 del self._swapped[wid]
                 continue
             held[job.project] = held.get(job.project, 0) + job.gpus
+        for job in self._stopping.values():
+            swapper = self._run.get(job.swapped_for or "")
+            if swapper is not None and swapper.project == job.project and job.charged:
+                held[job.project] = held.get(job.project, 0) + job.gpus
         return held
 
     def protection(self, job: Job) -> float:

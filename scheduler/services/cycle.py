@@ -143,10 +143,11 @@ def cycle_state_read(cluster: Cluster) -> _State:
 
 def _read_swaps(cluster: Cluster, workloads: dict[int, _WorkloadRow]) -> None:
     """Set ``swapped_for`` on each pending workload whose last run was preempted by a
-    workload of its own project (a swap: ``engine.Workload.swapped_for``).
+    workload of its own project (a swap: ``engine.Workload.swapped_for``), and on each
+    workload whose run is still stopping after such a swap.
 
-    Two small queries: the swaps among pending workloads' runs, then which of those runs is
-    its workload's last (a later run ended the swap)."""
+    Three small queries: the swaps among pending workloads' runs, which of those runs is its
+    workload's last (a later run ended the swap), and the runs stopping after a swap."""
     swaps: dict[int, tuple[int, int]] = {}
     for workload_id, attempt, by in Run.objects.filter(
         cluster=cluster,
@@ -156,16 +157,29 @@ def _read_swaps(cluster: Cluster, workloads: dict[int, _WorkloadRow]) -> None:
     ).values_list("workload_id", "attempt", "preempted_by_id"):
         if workload_id in workloads and attempt > swaps.get(workload_id, (0, 0))[0]:
             swaps[workload_id] = (attempt, by)
-    if not swaps:
-        return
-    last = dict(
-        Run.objects.filter(workload_id__in=swaps)
-        .values("workload_id")
-        .annotate(last=Max("attempt"))
-        .values_list("workload_id", "last")
+    last = (
+        dict(
+            Run.objects.filter(workload_id__in=swaps)
+            .values("workload_id")
+            .annotate(last=Max("attempt"))
+            .values_list("workload_id", "last")
+        )
+        if swaps
+        else {}
     )
     for workload_id, (attempt, by) in swaps.items():
         if last.get(workload_id) == attempt:
+            workloads[workload_id].swapped_for = by
+    # A run still stopping after a swap (its workload waits in state preempted for the
+    # executor to confirm): the engine counts it as swapped out too (``add_stopping``).
+    for workload_id, by in Run.objects.filter(
+        cluster=cluster,
+        ended_at__isnull=True,
+        stop_requested_at__isnull=False,
+        workload__state=WorkloadState.PREEMPTED,
+        preempted_by__project_id=F("workload__project_id"),
+    ).values_list("workload_id", "preempted_by_id"):
+        if workload_id in workloads:
             workloads[workload_id].swapped_for = by
 
 
@@ -236,6 +250,8 @@ def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy
     for row in state.workloads.values():
         if row.state == WorkloadState.PENDING:
             sched.submit(_engine_workload(row, budget.key(row.project_id)))
+        elif row.state == WorkloadState.PREEMPTED and row.swapped_for is not None:
+            sched.add_stopping(_engine_workload(row, budget.key(row.project_id)))
     return sched, usage, running
 
 

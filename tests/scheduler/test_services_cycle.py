@@ -366,9 +366,6 @@ def test_a_run_swapped_out_by_its_own_teams_work_counts_as_the_teams_while_that_
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=72))
     training_run = Run.objects.get(workload=training)
     assert training_run.preempted_by_id == debug.id
-    run_report_exit(run=training_run, outcome=ExitOutcome.PREEMPTED, now=T0 + timedelta(minutes=73))
-    training.refresh_from_db()
-    assert training.state == WorkloadState.PENDING
 
     def rebuilt(at):
         sched, _, _ = cycle_scheduler_build(
@@ -376,9 +373,16 @@ def test_a_run_swapped_out_by_its_own_teams_work_counts_as_the_teams_while_that_
         )
         return sched
 
-    sched = rebuilt(T0 + timedelta(minutes=74))
-    alpha = sched.running[str(debug.id)].workload.project
-    assert sched.swapped_gpus() == {alpha: 4}
+    # While the executor stops the run, the workload is neither pending nor running: the
+    # swap counts all the same.
+    alpha = rebuilt(T0 + timedelta(minutes=72, seconds=30)).running[str(debug.id)]
+    assert rebuilt(T0 + timedelta(minutes=72, seconds=30)).swapped_gpus() == {
+        alpha.workload.project: 4
+    }
+    run_report_exit(run=training_run, outcome=ExitOutcome.PREEMPTED, now=T0 + timedelta(minutes=73))
+    training.refresh_from_db()
+    assert training.state == WorkloadState.PENDING
+    assert rebuilt(T0 + timedelta(minutes=74)).swapped_gpus() == {alpha.workload.project: 4}
 
     run_report_exit(
         run=Run.objects.get(workload=debug), outcome=ExitOutcome.SUCCEEDED,
