@@ -369,6 +369,10 @@ class _FairShareView(PolicyView):
         plus what it swapped out of its own (``swapped_gpus``)."""
         return self.alloc.get(project, 0) + self._swapped.get(project, 0)
 
+    def _below_claim(self, project: str) -> bool:
+        """Does ``project`` hold less than its entitlement, as its claim counts it?"""
+        return self._claimed(project) < self.entitled.get(project, 0)
+
     def swapped_gpus(self, project: str) -> int:
         return self._swapped.get(project, 0)
 
@@ -387,7 +391,7 @@ class _FairShareView(PolicyView):
         return self._claimed(job.project) + job.gpus <= self.entitled.get(job.project, 0)
 
     def group_may_reclaim(self, group: str) -> bool:
-        return self._claimed(group) < self.entitled.get(group, 0) and bool(self.borrowers_set)
+        return self._below_claim(group) and bool(self.borrowers_set)
 
     def _room(self, project: str) -> int:
         """GPUs ``project`` runs above its entitlement: what a reclaim may take from it."""
@@ -441,7 +445,7 @@ class _FairShareView(PolicyView):
         # The guarantee serves a held gang of a team below its entitlement, even when the
         # gang alone takes the team above it: one gang is the smallest step it can take.
         # Work the team swapped out of its own counts as held, as for any reclaim.
-        return self._claimed(job.project) < self.entitled.get(job.project, 0)
+        return self._below_claim(job.project)
 
     def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:
         # As for any reclaim: every team evicted from the cleared nodes keeps at least its

@@ -150,8 +150,6 @@ class Scheduler:
         known = job.project in self._work_per_project
         was_dirty = self._dirty
         self._enqueue(job)
-        if job.swapped_for is not None:
-            self._swapped[job.id] = job
         self._touch_project(job.project, +1)
         if known and self.incremental and not was_dirty:
             # Behind the head of its shape in a project that already had work, a new
@@ -413,8 +411,6 @@ class Scheduler:
         for job in requeue + walk.evicted:
             job.queued_at = now
             self._enqueue(job)
-            if job.swapped_for is not None:
-                self._swapped[job.id] = job
         if result.starts or result.preemptions or requeue:
             self._dirty = True
         if explain:
@@ -459,6 +455,8 @@ class Scheduler:
         job.fail_pos = -1
         job.clear_pos = -1
         self._pending[job.id] = job
+        if job.swapped_for is not None:
+            self._swapped[job.id] = job
         self._count_pending(job, +1)
         shapes = self._queues.setdefault((job.lane, job.group), {})
         heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
@@ -592,20 +590,24 @@ class Scheduler:
         swapper stopped, the swapped workload started again or left) are forgotten here."""
         held: dict[str, int] = {}
         for wid, job in list(self._swapped.items()):
-            if self._pending.get(wid) is not job or job.swapped_for is None:
+            if self._pending.get(wid) is not job:
                 del self._swapped[wid]  # started again (which ends the swap) or gone
                 continue
-            swapper = self._run.get(job.swapped_for)
-            if swapper is None or swapper.project != job.project or not job.charged:
-                job.swapped_for = None
+            if not self._swap_holds(job):
+                job.swapped_for = None  # the swapper stopped: the swap is over
                 del self._swapped[wid]
                 continue
             held[job.project] = held.get(job.project, 0) + job.gpus
         for job in self._stopping.values():
-            swapper = self._run.get(job.swapped_for or "")
-            if swapper is not None and swapper.project == job.project and job.charged:
+            if self._swap_holds(job):
                 held[job.project] = held.get(job.project, 0) + job.gpus
         return held
+
+    def _swap_holds(self, job: Job) -> bool:
+        """Is ``job`` (charged work) swapped out by a workload of its own project that still
+        runs?"""
+        swapper = self._run.get(job.swapped_for or "")
+        return swapper is not None and swapper.project == job.project and job.charged
 
     def protection(self, job: Job) -> float:
         """How long a run of ``job`` starting now would be protected (churn budget included

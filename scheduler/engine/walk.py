@@ -968,11 +968,11 @@ class Walk:
             phrases.append(
                 "no nodes are cleared for it: its project already runs at least its entitlement"
             )
-        elif self.view.swapped_gpus(job.project):
+        elif swapped := self.view.swapped_gpus(job.project):
             phrases.append(
                 "no nodes are cleared for it: its project's work swapped out for its own "
-                f"debug or higher-priority work ({self.view.swapped_gpus(job.project)} GPUs) "
-                "counts as held while that work runs"
+                f"debug or higher-priority work ({swapped} GPUs) counts as held while that "
+                "work runs"
             )
         return phrases
 
