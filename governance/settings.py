@@ -381,6 +381,10 @@ SCHEDULER_AGENT_TIMEOUT_SECONDS = env_int("SCHEDULER_AGENT_TIMEOUT_SECONDS", 60)
 SCHEDULER_STOP_GRACE_SECONDS = env_int("SCHEDULER_STOP_GRACE_SECONDS", 30)
 SCHEDULER_WINDOW_SECONDS = env_int("SCHEDULER_WINDOW_SECONDS", 7 * 86400)
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "fairshare")
+# A worker keeps the engine between a cluster's cycles and reads only what changed
+# (scheduler/services/cycle_kept.py); it rebuilds it from the database at least this often.
+SCHEDULER_KEEP_ENGINE = env_bool("SCHEDULER_KEEP_ENGINE", True)
+SCHEDULER_REBUILD_SECONDS = env_int("SCHEDULER_REBUILD_SECONDS", 600)
 # Enqueued cycles are coalesced to one queued per cluster by a Redis flag; its lifetime
 # bounds how long a lost task's flag can hold back enqueues (scheduler/services/cycle_queue.py).
 SCHEDULER_CYCLE_QUEUED_TTL_SECONDS = env_int(

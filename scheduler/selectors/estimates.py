@@ -4,7 +4,7 @@ The forward run is ``scheduler.simulator.forward.forward_starts``, the same code
 the estimate's error on a trace (``manage.py estimate_error``).
 
 The estimate rebuilds the live engine exactly as a scheduling cycle does (the cycle's own
-``cycle_state_read`` and ``cycle_scheduler_build`` in ``scheduler/services/cycle.py``, so nodes,
+``cycle_state_read`` and ``cycle_scheduler_build`` in ``scheduler/services/cycle_state.py``, so nodes,
 running runs, pending workloads, the budget tree and the usage window are read one way
 only), then replays time forward on that copy — nothing is written. Assumptions, said
 plainly on the page as the caveat:
@@ -42,7 +42,7 @@ from scheduler.models import Run, SchedulingCycle, Workload
 
 # Why private names: the cycle module is the one place the live state is read; importing its
 # readers (instead of copying them) keeps the estimate and production on the same inputs.
-from scheduler.services.cycle import cycle_scheduler_build, cycle_state_read
+from scheduler.services.cycle_state import cycle_scheduler_build, cycle_state_read
 from scheduler.simulator.forward import forward_starts
 
 logger = logging.getLogger(__name__)

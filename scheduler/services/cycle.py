@@ -9,8 +9,11 @@ compare-and-set (row locks on workloads still in the state the cycle read), so a
 overlapping cycle cannot start a workload twice — and the database refuses a second open
 run for one workload in any case.
 
-The engine is rebuilt from the database at every cycle (nodes, running runs, pending
-workloads, the budget tree as of now, charged usage over the sliding window).
+The engine comes from ``cycle_kept``: the one this worker kept after its last cycle of the
+cluster, brought up to date with the workloads noted as changed since, or — after a restart,
+another worker's cycle, or on any doubt — rebuilt from the database (``cycle_state``: nodes,
+open runs, live workloads, the budget tree as of now). Charged usage over the sliding window
+is read every cycle.
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, F, Max, Value
+from django.db.models import Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import Cluster
-from scheduler import engine
 from scheduler.choices import (
     NodeState,
     OrderKind,
@@ -39,8 +41,8 @@ from scheduler.choices import (
     WorkloadState,
 )
 from scheduler.models import Node, Order, Run, RunNode, SchedulingCycle, Workload
-from scheduler.selectors.budget import cluster_budget
-from scheduler.selectors.usage import usage_window_by_project
+from scheduler.services.cycle_kept import kept_engine_store, kept_engine_take
+from scheduler.services.cycle_state import CycleState, WorkloadRow, cycle_usage_read
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
 from scheduler.services.node_notices import node_changed_notify
 from scheduler.services.run_notices import runs_started_notify
@@ -49,210 +51,6 @@ from scheduler.services.runs import order_key, stop_order
 logger = logging.getLogger(__name__)
 
 REASONS_SUMMARY_SIZE = 20
-
-
-@dataclass
-class _WorkloadRow:
-    id: int
-    project_id: int
-    gpus: int
-    nodes: int
-    min_runtime_seconds: int
-    resumable: bool
-    priority: int
-    submitted_at: datetime
-    state: str
-    engine_reason: str
-    queue_position: int | None
-    state_changed_at: datetime | None
-    blocked_since: datetime | None
-    patient_until: datetime | None
-    burst_rank: int
-    preemptions: int = 0
-    swapped_for: int | None = None
-
-
-@dataclass
-class _State:
-    """What one cycle read from the database."""
-
-    nodes: list[tuple[int, str, int, str]]
-    workloads: dict[int, _WorkloadRow]
-    open_runs: list[tuple[int, int, dict, datetime, datetime | None, int | None]]
-    node_ids: dict[str, int] = field(default_factory=dict)
-
-
-def cycle_state_read(cluster: Cluster) -> _State:
-    """Read what a cycle needs of ``cluster`` from the database in a few queries.
-
-    Shared with the estimated-start selector so both see the cluster the same way.
-    """
-    nodes = list(
-        Node.objects.filter(cluster=cluster)
-        .order_by("name")
-        .values_list("id", "name", "gpus", "state")
-    )
-    rows = Workload.objects.filter(
-        cluster=cluster,
-        state__in=(WorkloadState.PENDING, WorkloadState.RUNNING, WorkloadState.PREEMPTED),
-    ).values_list(
-        "id",
-        "project_id",
-        "gpus",
-        "nodes",
-        "min_runtime_seconds",
-        "resumable",
-        "priority",
-        "submitted_at",
-        "state",
-        "engine_reason",
-        "queue_position",
-        "state_changed_at",
-        "blocked_since",
-        "patient_until",
-        "burst_rank",
-    )
-    workloads = {row[0]: _WorkloadRow(*row) for row in rows}
-    # How often each live workload was preempted: its next run is protected longer (the
-    # engine's churn budget), so a rebuilt engine must know it.
-    preempted = (
-        Run.objects.filter(
-            cluster=cluster,
-            end_reason=RunEndReason.PREEMPTED,
-            workload__state__in=(WorkloadState.PENDING, WorkloadState.RUNNING),
-        )
-        .values_list("workload_id")
-        .annotate(n=Count("id"))
-    )
-    for workload_id, count in preempted:
-        if workload_id in workloads:
-            workloads[workload_id].preemptions = count
-    _read_swaps(cluster, workloads)
-    open_runs = list(
-        Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list(
-            "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
-        )
-    )
-    return _State(
-        nodes=nodes,
-        workloads=workloads,
-        open_runs=open_runs,
-        node_ids={name: node_id for node_id, name, _, _ in nodes},
-    )
-
-
-def _read_swaps(cluster: Cluster, workloads: dict[int, _WorkloadRow]) -> None:
-    """Set ``swapped_for`` on each pending workload whose last run was preempted by a
-    workload of its own project (a swap: ``engine.Workload.swapped_for``), and on each
-    workload whose run is still stopping after such a swap.
-
-    Three small queries: the swaps among pending workloads' runs, which of those runs is its
-    workload's last (a later run ended the swap), and the runs stopping after a swap."""
-    swaps: dict[int, tuple[int, int]] = {}
-    for workload_id, attempt, by in Run.objects.filter(
-        cluster=cluster,
-        end_reason=RunEndReason.PREEMPTED,
-        workload__state=WorkloadState.PENDING,
-        preempted_by__project_id=F("workload__project_id"),
-    ).values_list("workload_id", "attempt", "preempted_by_id"):
-        if workload_id in workloads and attempt > swaps.get(workload_id, (0, 0))[0]:
-            swaps[workload_id] = (attempt, by)
-    last = (
-        dict(
-            Run.objects.filter(workload_id__in=swaps)
-            .values("workload_id")
-            .annotate(last=Max("attempt"))
-            .values_list("workload_id", "last")
-        )
-        if swaps
-        else {}
-    )
-    for workload_id, (attempt, by) in swaps.items():
-        if last.get(workload_id) == attempt:
-            workloads[workload_id].swapped_for = by
-    # A run still stopping after a swap (its workload waits in state preempted for the
-    # executor to confirm): the engine counts it as swapped out too (``add_stopping``).
-    for workload_id, by in Run.objects.filter(
-        cluster=cluster,
-        ended_at__isnull=True,
-        stop_requested_at__isnull=False,
-        workload__state=WorkloadState.PREEMPTED,
-        preempted_by__project_id=F("workload__project_id"),
-    ).values_list("workload_id", "preempted_by_id"):
-        if workload_id in workloads:
-            workloads[workload_id].swapped_for = by
-
-
-def _engine_workload(row: _WorkloadRow, project_key: str) -> engine.Workload:
-    """The engine's view of a workload row, with what the engine remembered of it last cycle
-    (preemptions, when it last became pending, how long it has waited blocked, when its
-    break-even patience ends) and its place in its submitter's burst."""
-    queued_at = None
-    if row.state == WorkloadState.PENDING and row.state_changed_at is not None:
-        queued_at = max(row.state_changed_at, row.submitted_at).timestamp()
-    return engine.Workload(
-        id=str(row.id),
-        project=project_key,
-        gpus=row.gpus,
-        submit_time=row.submitted_at.timestamp(),
-        min_runtime=float(row.min_runtime_seconds),
-        resumable=row.resumable,
-        priority=row.priority,
-        nodes=row.nodes,
-        preemptions=row.preemptions,
-        queued_at=queued_at,
-        blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
-        patient_until=None if row.patient_until is None else row.patient_until.timestamp(),
-        burst_rank=row.burst_rank,
-        swapped_for=None if row.swapped_for is None else str(row.swapped_for),
-    )
-
-
-def cycle_scheduler_build(cluster: Cluster, state: _State, now: datetime, policy: str):
-    """Build the engine's ``Scheduler`` from ``state``; return it, the window usage and running.
-
-    The live cycle and the estimated-start selector call this one function, so an estimate
-    starts from exactly the state the next cycle will see.
-    """
-    budget = cluster_budget(cluster=cluster, at=now)
-    window = float(settings.SCHEDULER_WINDOW_SECONDS)
-    usage = {
-        budget.key(project_id): gpu_seconds
-        for project_id, gpu_seconds in usage_window_by_project(
-            cluster=cluster, now=now, window_seconds=window
-        ).items()
-    }
-    # Nodes enter healthy and get their state after the running runs are placed: the engine
-    # tracks draining and down nodes through ``set_node_state`` (which checks their runs).
-    sched = engine.Scheduler(
-        [engine.Node(name, gpus) for _, name, gpus, _ in state.nodes],
-        budget.root,
-        policy=engine.make_policy(policy),
-        params=engine.PolicyParams(window_seconds=window),
-    )
-    running = 0
-    for _, workload_id, placement, started_at, stop_requested_at, loan_for in state.open_runs:
-        row = state.workloads.get(workload_id)
-        # A run whose stop was ordered is on its way out: its GPUs already went to the
-        # preemptor (or to nobody, on a draining node). Its workload waits, in state
-        # preempted, until the agent confirms the stop.
-        if stop_requested_at is None and row is not None and row.state == WorkloadState.RUNNING:
-            sched.add_running(
-                _engine_workload(row, budget.key(row.project_id)),
-                placement,
-                started_at.timestamp(),
-                loan_for=None if loan_for is None else str(loan_for),
-            )
-            running += 1
-    for _, name, _, node_state in state.nodes:
-        if node_state != NodeState.HEALTHY:
-            sched.set_node_state(name, engine.NodeState(node_state))
-    for row in state.workloads.values():
-        if row.state == WorkloadState.PENDING:
-            sched.submit(_engine_workload(row, budget.key(row.project_id)))
-        elif row.state == WorkloadState.PREEMPTED and row.swapped_for is not None:
-            sched.add_stopping(_engine_workload(row, budget.key(row.project_id)))
-    return sched, usage, running
 
 
 def _update_reasons(
@@ -327,7 +125,7 @@ class _Applied:
     drained: list[str]
 
 
-def _apply(cluster: Cluster, state: _State, result, now: datetime) -> _Applied:
+def _apply(cluster: Cluster, state: CycleState, result, now: datetime) -> _Applied:
     """Write the engine's decisions: starts, then stops, their orders, drained nodes, and the
     reason and place in the queue of every workload whose ones changed."""
     reasons: _Reasons = {}
@@ -345,7 +143,7 @@ def _apply(cluster: Cluster, state: _State, result, now: datetime) -> _Applied:
 
 
 def _write_starts(
-    cluster: Cluster, state: _State, result, now: datetime, reasons: _Reasons
+    cluster: Cluster, state: CycleState, result, now: datetime, reasons: _Reasons
 ) -> tuple[list[Run], list[Order]]:
     """Runs, run nodes and start orders for the starts whose workload is still pending (the
     row lock is the compare-and-set); the started workloads become running."""
@@ -426,7 +224,7 @@ def _write_starts(
     return runs, orders
 
 
-def _new_run(cluster: Cluster, row: _WorkloadRow, start, history, now: datetime) -> Run:
+def _new_run(cluster: Cluster, row: WorkloadRow, start, history, now: datetime) -> Run:
     """The run the engine's ``start`` makes of a pending workload: the next attempt, its
     lane, placement and the protection the engine gave it."""
     past = history.get(row.id, [])
@@ -458,7 +256,7 @@ def _remaining_seconds(
 
 
 def _write_stops(
-    cluster: Cluster, state: _State, result, now: datetime, reasons: _Reasons
+    cluster: Cluster, state: CycleState, result, now: datetime, reasons: _Reasons
 ) -> tuple[list[Run], list[Order]]:
     """Stop requests and stop orders for preemptions and drain evictions of workloads still
     running; they become preempted until the agent confirms the stop."""
@@ -471,7 +269,7 @@ def _write_stops(
     )
     open_by_workload = {
         workload_id: run_id
-        for run_id, workload_id, _, _, stop_requested_at, _ in state.open_runs
+        for run_id, workload_id, _, _, stop_requested_at, _ in state.open_runs.values()
         if stop_requested_at is None
     }
     stopping = []
@@ -514,10 +312,12 @@ def _write_stops(
     return stopping, orders
 
 
-def _write_drained(cluster: Cluster, state: _State, runs: list[Run], now: datetime) -> list[str]:
+def _write_drained(
+    cluster: Cluster, state: CycleState, runs: list[Run], now: datetime
+) -> list[str]:
     """Draining nodes with nothing left on them (stopping runs still count) become drained;
     returns their names."""
-    busy = {name for _, _, placement, *_ in state.open_runs for name in placement}
+    busy = {name for _, _, placement, *_ in state.open_runs.values() for name in placement}
     busy |= {name for run in runs for name in run.placement}
     drained = [
         name for _, name, _, st in state.nodes if st == NodeState.DRAINING and name not in busy
@@ -537,9 +337,9 @@ def _write_drained(cluster: Cluster, state: _State, runs: list[Run], now: dateti
     return drained
 
 
-def _write_pending_reasons(state: _State, result, reasons: _Reasons) -> None:
+def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None:
     """Add every pending workload whose reason, place, blocked-since or patience changed to
-    ``reasons`` and write them all in one statement."""
+    ``reasons``, write them all in one statement, and update ``state``'s rows to match."""
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
     for row in state.workloads.values():
         if row.state != WorkloadState.PENDING or row.id in reasons:
@@ -557,6 +357,10 @@ def _write_pending_reasons(state: _State, result, reasons: _Reasons) -> None:
         )
         if changed:
             reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked, patient)
+            # The kept records (``cycle_kept``) hold what was written: the next cycle
+            # compares with it and writes only what changes again.
+            row.engine_reason, row.queue_position = reason, pos
+            row.blocked_since, row.patient_until = blocked, patient
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
 
 
@@ -599,14 +403,17 @@ def scheduling_cycle_run(
 
 
 def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> SchedulingCycle:
-    """The body of a cycle, run under the cycle lock."""
-    state = cycle_state_read(cluster)
-    sched, usage, running = cycle_scheduler_build(cluster, state, now, policy)
+    """The body of a cycle, run under the cycle lock: take the engine (kept, brought up to
+    date, or rebuilt), run it, write what it decided, keep it for the next cycle."""
+    kept = kept_engine_take(cluster=cluster, now=now, policy=policy)
+    sched = kept.sched
     pending = sched.pending_count()
+    running = len(sched.running)
+    usage = cycle_usage_read(cluster, kept.budget, now)
     result = sched.cycle(now.timestamp(), usage, explain=True)
-    applied = _apply(cluster, state, result, now)
+    applied = _apply(cluster, kept.state, result, now)
     summary = Counter(result.reasons.values()).most_common(REASONS_SUMMARY_SIZE)
-    return SchedulingCycle.objects.create(
+    record = SchedulingCycle.objects.create(
         cluster=cluster,
         started_at=now,
         duration_seconds=time.perf_counter() - began,
@@ -618,4 +425,9 @@ def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> Schedu
         orders=applied.orders,
         drained_nodes=applied.drained,
         reasons_summary=dict(summary),
+        engine=kept.how[:80],
     )
+    # Kept at once, not on commit: a cycle that does not commit leaves no record with this
+    # id, and the next cycle, finding none, rebuilds (``cycle_kept._doubt``).
+    kept_engine_store(kept, record.id)
+    return record

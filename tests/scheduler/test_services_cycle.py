@@ -8,11 +8,8 @@ import pytest
 
 from scheduler.choices import OrderKind, OrderState, RunEndReason, RunLane, WorkloadState
 from scheduler.models import Order, Run, RunNode, SchedulingCycle
-from scheduler.services.cycle import (
-    cycle_scheduler_build,
-    cycle_state_read,
-    scheduling_cycle_run,
-)
+from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.cycle_state import cycle_scheduler_build, cycle_state_read
 from scheduler.services.workloads import workload_cancel, workload_submit
 from tests.scheduler.conftest import build_world
 

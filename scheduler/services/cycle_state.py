@@ -1,0 +1,300 @@
+"""What a scheduling cycle reads of a cluster, and the engine built from it.
+
+The live cycle, the kept engine (``cycle_kept``) and the estimated-start selector read the
+cluster through these functions, so all of them see it the same way: nodes, the live
+workloads (pending, running, stopping after a preemption) with what the engine remembered
+of each, their open runs, the budget tree as of now and charged usage over the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count, F, Max
+
+from governance.models import Cluster
+from scheduler import engine
+from scheduler.choices import NodeState, RunEndReason, WorkloadState
+from scheduler.models import Node, Run, Workload
+from scheduler.selectors.budget import ClusterBudget, cluster_budget
+from scheduler.selectors.usage import usage_window_by_project
+
+#: The workload states a cycle holds: waiting, running, or stopping after a preemption.
+LIVE_STATES = (WorkloadState.PENDING, WorkloadState.RUNNING, WorkloadState.PREEMPTED)
+
+# (id, name, GPUs, state)
+NodeRow = tuple[int, str, int, str]
+# (run id, workload id, placement, started at, stop requested at, loan for)
+OpenRun = tuple[int, int, dict, datetime, datetime | None, int | None]
+
+
+@dataclass
+class WorkloadRow:
+    """One live workload as a cycle reads it."""
+
+    id: int
+    project_id: int
+    gpus: int
+    nodes: int
+    min_runtime_seconds: int
+    resumable: bool
+    priority: int
+    submitted_at: datetime
+    state: str
+    engine_reason: str
+    queue_position: int | None
+    state_changed_at: datetime | None
+    blocked_since: datetime | None
+    patient_until: datetime | None
+    burst_rank: int
+    preemptions: int = 0
+    swapped_for: int | None = None
+
+
+_ROW_FIELDS = (
+    "id",
+    "project_id",
+    "gpus",
+    "nodes",
+    "min_runtime_seconds",
+    "resumable",
+    "priority",
+    "submitted_at",
+    "state",
+    "engine_reason",
+    "queue_position",
+    "state_changed_at",
+    "blocked_since",
+    "patient_until",
+    "burst_rank",
+)
+
+
+@dataclass
+class CycleState:
+    """What a cycle knows of the cluster's records: nodes, live workloads, open runs (one
+    per workload at most: a database constraint)."""
+
+    nodes: list[NodeRow]
+    workloads: dict[int, WorkloadRow]
+    open_runs: dict[int, OpenRun]
+    node_ids: dict[str, int] = field(default_factory=dict)
+
+
+def cycle_nodes_read(cluster: Cluster) -> list[NodeRow]:
+    """The cluster's nodes by name: (id, name, GPUs, state)."""
+    return list(
+        Node.objects.filter(cluster=cluster)
+        .order_by("name")
+        .values_list("id", "name", "gpus", "state")
+    )
+
+
+def cycle_state_read(cluster: Cluster) -> CycleState:
+    """Read what a cycle needs of ``cluster`` from the database in a few queries."""
+    nodes = cycle_nodes_read(cluster)
+    return CycleState(
+        nodes=nodes,
+        workloads=workload_rows_read(cluster),
+        open_runs=open_runs_read(cluster),
+        node_ids={name: node_id for node_id, name, _, _ in nodes},
+    )
+
+
+def workload_rows_read(
+    cluster: Cluster, ids: Collection[int] | None = None
+) -> dict[int, WorkloadRow]:
+    """The live workloads of ``cluster`` (only those of ``ids`` when given), by id, with how
+    often each was preempted and whether it is swapped out (``_read_swaps``)."""
+    rows = Workload.objects.filter(cluster=cluster, state__in=LIVE_STATES)
+    if ids is not None:
+        rows = rows.filter(id__in=ids)
+    workloads = {row[0]: WorkloadRow(*row) for row in rows.values_list(*_ROW_FIELDS)}
+    if not workloads:
+        return workloads
+    # How often each live workload was preempted: its next run is protected longer (the
+    # engine's churn budget), so a rebuilt engine must know it.
+    preempted = Run.objects.filter(
+        cluster=cluster,
+        end_reason=RunEndReason.PREEMPTED,
+        workload__state__in=(WorkloadState.PENDING, WorkloadState.RUNNING),
+    )
+    if ids is not None:
+        preempted = preempted.filter(workload_id__in=workloads)
+    for workload_id, count in preempted.values_list("workload_id").annotate(n=Count("id")):
+        if workload_id in workloads:
+            workloads[workload_id].preemptions = count
+    _read_swaps(cluster, workloads, None if ids is None else list(workloads))
+    return workloads
+
+
+def open_runs_read(cluster: Cluster, workload_ids: Collection[int] | None = None) -> dict:
+    """The open runs of ``cluster`` (of ``workload_ids`` only, when given) by workload id."""
+    runs = Run.objects.filter(cluster=cluster, ended_at__isnull=True)
+    if workload_ids is not None:
+        runs = runs.filter(workload_id__in=workload_ids)
+    return {
+        run[1]: run
+        for run in runs.values_list(
+            "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
+        )
+    }
+
+
+def _read_swaps(
+    cluster: Cluster, workloads: dict[int, WorkloadRow], only: list[int] | None
+) -> None:
+    """Set ``swapped_for`` on each pending workload whose last run was preempted by a
+    workload of its own project (a swap: ``engine.Workload.swapped_for``), and on each
+    workload whose run is still stopping after such a swap (``only``: of these workloads).
+
+    Three small queries: the swaps among pending workloads' runs, which of those runs is its
+    workload's last (a later run ended the swap), and the runs stopping after a swap."""
+    swaps: dict[int, tuple[int, int]] = {}
+    ended = Run.objects.filter(
+        cluster=cluster,
+        end_reason=RunEndReason.PREEMPTED,
+        workload__state=WorkloadState.PENDING,
+        preempted_by__project_id=F("workload__project_id"),
+    )
+    if only is not None:
+        ended = ended.filter(workload_id__in=only)
+    for workload_id, attempt, by in ended.values_list("workload_id", "attempt", "preempted_by_id"):
+        if workload_id in workloads and attempt > swaps.get(workload_id, (0, 0))[0]:
+            swaps[workload_id] = (attempt, by)
+    last = (
+        dict(
+            Run.objects.filter(workload_id__in=swaps)
+            .values("workload_id")
+            .annotate(last=Max("attempt"))
+            .values_list("workload_id", "last")
+        )
+        if swaps
+        else {}
+    )
+    for workload_id, (attempt, by) in swaps.items():
+        if last.get(workload_id) == attempt:
+            workloads[workload_id].swapped_for = by
+    # A run still stopping after a swap (its workload waits in state preempted for the
+    # executor to confirm): the engine counts it as swapped out too (``add_stopping``).
+    stopping = Run.objects.filter(
+        cluster=cluster,
+        ended_at__isnull=True,
+        stop_requested_at__isnull=False,
+        workload__state=WorkloadState.PREEMPTED,
+        preempted_by__project_id=F("workload__project_id"),
+    )
+    if only is not None:
+        stopping = stopping.filter(workload_id__in=only)
+    for workload_id, by in stopping.values_list("workload_id", "preempted_by_id"):
+        if workload_id in workloads:
+            workloads[workload_id].swapped_for = by
+
+
+def engine_workload(row: WorkloadRow, project_key: str) -> engine.Workload:
+    """The engine's view of a workload row, with what the engine remembered of it last cycle
+    (preemptions, when it last became pending, how long it has waited blocked, when its
+    break-even patience ends) and its place in its submitter's burst."""
+    queued_at = None
+    if row.state == WorkloadState.PENDING and row.state_changed_at is not None:
+        queued_at = max(row.state_changed_at, row.submitted_at).timestamp()
+    return engine.Workload(
+        id=str(row.id),
+        project=project_key,
+        gpus=row.gpus,
+        submit_time=row.submitted_at.timestamp(),
+        min_runtime=float(row.min_runtime_seconds),
+        resumable=row.resumable,
+        priority=row.priority,
+        nodes=row.nodes,
+        preemptions=row.preemptions,
+        queued_at=queued_at,
+        blocked_since=None if row.blocked_since is None else row.blocked_since.timestamp(),
+        patient_until=None if row.patient_until is None else row.patient_until.timestamp(),
+        burst_rank=row.burst_rank,
+        swapped_for=None if row.swapped_for is None else str(row.swapped_for),
+    )
+
+
+def runs_on_engine(row: WorkloadRow, run: OpenRun | None) -> bool:
+    """Does the engine count ``row`` as running? Only with an open run no stop was ordered
+    for: a stopping run's GPUs already went to the preemptor (or to nobody, on a draining
+    node), and its workload waits, in state preempted, until the agent confirms the stop."""
+    return run is not None and run[4] is None and row.state == WorkloadState.RUNNING
+
+
+def workload_record(
+    sched: engine.Scheduler, row: WorkloadRow, run: OpenRun | None, budget: ClusterBudget
+) -> bool:
+    """Record ``row`` in ``sched`` as the cycle's records have it: running where its open
+    run runs, pending, or stopping after a swap. Returns whether it counts as running."""
+    if runs_on_engine(row, run):
+        assert run is not None
+        _, _, placement, started_at, _, loan_for = run
+        sched.add_running(
+            engine_workload(row, budget.key(row.project_id)),
+            placement,
+            started_at.timestamp(),
+            loan_for=None if loan_for is None else str(loan_for),
+        )
+        return True
+    if row.state == WorkloadState.PENDING:
+        sched.submit(engine_workload(row, budget.key(row.project_id)))
+    elif row.state == WorkloadState.PREEMPTED and row.swapped_for is not None:
+        sched.add_stopping(engine_workload(row, budget.key(row.project_id)))
+    return False
+
+
+def cycle_usage_read(cluster: Cluster, budget: ClusterBudget, now: datetime) -> dict[str, float]:
+    """Charged GPU-seconds per engine project over the sliding window ending at ``now``."""
+    window = float(settings.SCHEDULER_WINDOW_SECONDS)
+    return {
+        budget.key(project_id): gpu_seconds
+        for project_id, gpu_seconds in usage_window_by_project(
+            cluster=cluster, now=now, window_seconds=window
+        ).items()
+    }
+
+
+def cycle_engine_build(
+    state: CycleState, budget: ClusterBudget, policy: str
+) -> tuple[engine.Scheduler, int]:
+    """A new engine holding ``state``: its nodes and their states, the running work where it
+    runs, then the pending and stopping work, each in id order. Returns it and how many
+    workloads run on it."""
+    window = float(settings.SCHEDULER_WINDOW_SECONDS)
+    # Nodes enter healthy and get their state after the running runs are placed: the engine
+    # tracks draining and down nodes through ``set_node_state`` (which checks their runs).
+    sched = engine.Scheduler(
+        [engine.Node(name, gpus) for _, name, gpus, _ in state.nodes],
+        budget.root,
+        policy=engine.make_policy(policy),
+        params=engine.PolicyParams(window_seconds=window),
+    )
+    running = 0
+    rows = sorted(state.workloads.items())
+    for workload_id, row in rows:
+        run = state.open_runs.get(workload_id)
+        if runs_on_engine(row, run):
+            running += workload_record(sched, row, run, budget)
+    for _, name, _, node_state in state.nodes:
+        if node_state != NodeState.HEALTHY:
+            sched.set_node_state(name, engine.NodeState(node_state))
+    for workload_id, row in rows:
+        if not runs_on_engine(row, state.open_runs.get(workload_id)):
+            workload_record(sched, row, None, budget)
+    return sched, running
+
+
+def cycle_scheduler_build(cluster: Cluster, state: CycleState, now: datetime, policy: str):
+    """Build the engine's ``Scheduler`` from ``state``; return it, the window usage and running.
+
+    The live cycle and the estimated-start selector call this one function, so an estimate
+    starts from exactly the state the next cycle will see.
+    """
+    budget = cluster_budget(cluster=cluster, at=now)
+    sched, running = cycle_engine_build(state, budget, policy)
+    return sched, cycle_usage_read(cluster, budget, now), running
