@@ -46,8 +46,9 @@ class Workload:
     (by preemption, not drain): each one doubles the protection of its next run, up to the
     cap on minimum runtimes (the churn budget, ``records.protection_seconds``).
 
-    A driver that rebuilds the engine (the live loop does, every cycle) passes back what the
-    engine remembered of a pending workload: ``queued_at``, when it last became pending (a
+    A driver that rebuilds the engine (the live loop does after a restart or on any doubt,
+    and for each workload that changed) passes back what the engine remembered of a
+    pending workload: ``queued_at``, when it last became pending (a
     requeue; None: its submit time), from which break-even patience counts; and
     ``blocked_since``, when it first waited blocked at the head of its project's turn, as
     ``CycleResult.blocked_since`` reported it (a gang holds nodes once that is long enough);

@@ -267,7 +267,7 @@ class Scheduler:
 
     def rebuilt(self) -> Scheduler:
         """A new scheduler holding what this one holds, as a driver that rebuilds the engine
-        from its records passes it (the live loop does, every cycle).
+        from its records passes it (the live loop does, after a restart or on any doubt).
 
         It gets the nodes and their states, the budget, a fresh policy of the same kind and
         the same parameters, the running work where it runs and the pending work in its

@@ -56,6 +56,9 @@ class Walk:
         self._lost: dict[str, float] = {}
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
+        # the protected runs by when their protection ends, as of the scheduler's
+        # sequence number (a start or a stop changes it): see _next_victim_in
+        self._protected_order: tuple[int, list[tuple[float, int, str]]] | None = None
         self._by_use: list[tuple] | None = None  # see _nodes_by_use
         self._skip_held: Container[int] = self.reserved
         self._stop = False
@@ -269,7 +272,10 @@ class Walk:
         if (memo_ok or grown is not None) and job.fail_held:
             reserved_now = self.reserved
             released = [idx for idx in job.fail_held if idx not in reserved_now]
-        if memo_ok and job.fail_pos == log_len and not released and not self.explain_on:
+        if memo_ok and job.fail_pos == log_len and not released:
+            # Explaining or not, the same search is skipped (the live loop, which explains,
+            # decides what the simulator does); the reason is the one a failed search gives.
+            self._note(job, None)
             return False
         skip = self.reserved if lane == 0 else ()
         if job.nodes == 1:
@@ -977,12 +983,16 @@ class Walk:
         return phrases
 
     def _next_victim_in(self, job: Job) -> float | None:
-        """Seconds until the first running workload this job could preempt is preemptible."""
-        view = self.view
-        soonest = None
+        """Seconds until the first running workload this job could preempt is preemptible.
+
+        Asked for every blocked head a cycle explains: the protected runs are looked at in
+        the order their protection ends (one sort per start or stop, not a pass over every
+        run per question), so the answer is usually among the first few."""
+        view, run = self.view, self.s._run
         allowed: dict[tuple[str, int], bool] = {}
-        for other in self.s._run.values():
-            if not other.charged or other.evictable:
+        for _, seq, wid in self._protected_by_end():
+            other = run.get(wid)
+            if other is None or other.seq != seq or not other.charged or other.evictable:
                 continue
             if other.project == job.project:
                 if not view.own_victim_ok(job, other):
@@ -994,10 +1004,18 @@ class Walk:
                     ok = allowed[key] = view.may_preempt_project(job, other.project, other.gpus)
                 if not ok:
                     continue
-            wait = other.protected_until - self.now
-            if soonest is None or wait < soonest:
-                soonest = wait
-        return soonest
+            return other.protected_until - self.now
+        return None
+
+    def _protected_by_end(self) -> list[tuple[float, int, str]]:
+        """The scheduler's protected runs (``Scheduler._protected``: when each protection
+        ends, its start's sequence number, the workload), sorted; kept while no run started
+        or stopped."""
+        s = self.s
+        kept = self._protected_order
+        if kept is None or kept[0] != s._seq:
+            kept = self._protected_order = (s._seq, sorted(s._protected))
+        return kept[1]
 
     def _shape_phrase(self, job: Job) -> str:
         """What the cluster offers for this job's shape now (cached per shape)."""

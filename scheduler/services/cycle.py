@@ -54,13 +54,14 @@ REASONS_SUMMARY_SIZE = 20
 
 
 def _update_reasons(
-    rows: list[tuple[int, str, str, int | None, datetime | None, datetime | None]],
+    rows: list[tuple[int, str, str | None, int | None, datetime | None, datetime | None]],
 ) -> None:
     """Write (id, expected state, reason, position, blocked since, patient until) to
-    workloads still in that state.
+    workloads still in that state; a reason of None writes the position alone.
 
-    One statement on PostgreSQL (``UPDATE … FROM unnest(…)``): a cycle rewrites up to every
-    pending workload's reason, and Django's ``bulk_update`` (a CASE per row) is quadratic.
+    One statement on PostgreSQL (``UPDATE … FROM jsonb_to_recordset(…)``): a cycle rewrites
+    up to every pending workload's place, and Django's ``bulk_update`` (a CASE per row) is
+    quadratic. Most rows of a cycle only move up in the queue; they carry no reason text.
     """
     if not rows:
         return
@@ -68,9 +69,12 @@ def _update_reasons(
         # One JSON parameter: binding thousands of array elements client-side is slower.
         payload = json.dumps(
             [
-                {
+                {"id": i, "state": st, "position": p}
+                if r is None
+                else {
                     "id": i,
                     "state": st,
+                    "said": True,
                     "reason": r,
                     "position": p,
                     "blocked": None if b is None else b.isoformat(),
@@ -83,10 +87,12 @@ def _update_reasons(
             cursor.execute(
                 f"""
                 UPDATE {Workload._meta.db_table} AS w
-                   SET engine_reason = v.reason, queue_position = v.position,
-                       blocked_since = v.blocked, patient_until = v.patient
+                   SET queue_position = v.position,
+                       engine_reason = CASE WHEN v.said THEN v.reason ELSE w.engine_reason END,
+                       blocked_since = CASE WHEN v.said THEN v.blocked ELSE w.blocked_since END,
+                       patient_until = CASE WHEN v.said THEN v.patient ELSE w.patient_until END
                   FROM jsonb_to_recordset(%s::jsonb)
-                       AS v(id bigint, state text, reason text, position integer,
+                       AS v(id bigint, state text, said boolean, reason text, position integer,
                             blocked timestamptz, patient timestamptz)
                  WHERE w.id = v.id AND w.state = v.state
                 """,
@@ -94,12 +100,10 @@ def _update_reasons(
             )
         return
     for workload_id, state, reason, position, blocked, patient in rows:
-        Workload.objects.filter(pk=workload_id, state=state).update(
-            engine_reason=reason,
-            queue_position=position,
-            blocked_since=blocked,
-            patient_until=patient,
-        )
+        fields = {"queue_position": position}
+        if reason is not None:
+            fields.update(engine_reason=reason, blocked_since=blocked, patient_until=patient)
+        Workload.objects.filter(pk=workload_id, state=state).update(**fields)
 
 
 def _instant(engine_time: float | None, now: datetime) -> datetime | None:
@@ -110,9 +114,9 @@ def _instant(engine_time: float | None, now: datetime) -> datetime | None:
     return now + timedelta(seconds=engine_time - now.timestamp())
 
 
-# workload id -> (state it must still be in, reason, queue position, blocked since,
-# patient until)
-_Reasons = dict[int, tuple[str, str, int | None, datetime | None, datetime | None]]
+# workload id -> (state it must still be in, reason (None: only the position changed), queue
+# position, blocked since, patient until)
+_Reasons = dict[int, tuple[str, str | None, int | None, datetime | None, datetime | None]]
 
 
 @dataclass(frozen=True)
@@ -339,28 +343,26 @@ def _write_drained(
 
 def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None:
     """Add every pending workload whose reason, place, blocked-since or patience changed to
-    ``reasons``, write them all in one statement, and update ``state``'s rows to match."""
+    ``reasons``, write them all in one statement, and update ``state``'s rows to match (the
+    kept records, ``cycle_kept``: the next cycle compares with what was written)."""
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
+    said, blocked_at, patient_at = result.reasons, result.blocked_since, result.patient_until
+    pending = WorkloadState.PENDING
     for row in state.workloads.values():
-        if row.state != WorkloadState.PENDING or row.id in reasons:
+        if row.state != pending or row.id in reasons:
             continue
         key = str(row.id)
-        reason = result.reasons.get(key, "")
+        reason = said.get(key, "")
         pos = position.get(row.id)
-        blocked = _remembered(result.blocked_since.get(key))
-        patient = _remembered(result.patient_until.get(key))
-        changed = (reason, pos, blocked, patient) != (
-            row.engine_reason,
-            row.queue_position,
-            row.blocked_since,
-            row.patient_until,
-        )
-        if changed:
-            reasons[row.id] = (WorkloadState.PENDING, reason, pos, blocked, patient)
-            # The kept records (``cycle_kept``) hold what was written: the next cycle
-            # compares with it and writes only what changes again.
+        blocked = _remembered(blocked_at.get(key))
+        patient = _remembered(patient_at.get(key))
+        if (reason, blocked, patient) != (row.engine_reason, row.blocked_since, row.patient_until):
+            reasons[row.id] = (pending, reason, pos, blocked, patient)
             row.engine_reason, row.queue_position = reason, pos
             row.blocked_since, row.patient_until = blocked, patient
+        elif pos != row.queue_position:
+            reasons[row.id] = (pending, None, pos, None, None)
+            row.queue_position = pos
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
 
 

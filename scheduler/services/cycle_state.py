@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, F, Max
 
 from governance.models import Cluster
 from scheduler import engine
@@ -108,90 +107,85 @@ def workload_rows_read(
     cluster: Cluster, ids: Collection[int] | None = None
 ) -> dict[int, WorkloadRow]:
     """The live workloads of ``cluster`` (only those of ``ids`` when given), by id, with how
-    often each was preempted and whether it is swapped out (``_read_swaps``)."""
-    rows = Workload.objects.filter(cluster=cluster, state__in=LIVE_STATES)
-    if ids is not None:
-        rows = rows.filter(id__in=ids)
-    workloads = {row[0]: WorkloadRow(*row) for row in rows.values_list(*_ROW_FIELDS)}
-    if not workloads:
-        return workloads
-    # How often each live workload was preempted: its next run is protected longer (the
-    # engine's churn budget), so a rebuilt engine must know it.
-    preempted = Run.objects.filter(
-        cluster=cluster,
-        end_reason=RunEndReason.PREEMPTED,
-        workload__state__in=(WorkloadState.PENDING, WorkloadState.RUNNING),
-    )
-    if ids is not None:
-        preempted = preempted.filter(workload_id__in=workloads)
-    for workload_id, count in preempted.values_list("workload_id").annotate(n=Count("id")):
-        if workload_id in workloads:
-            workloads[workload_id].preemptions = count
-    _read_swaps(cluster, workloads, None if ids is None else list(workloads))
+    often each was preempted and whether it is swapped out (``_runs_read_into``).
+
+    Two queries. Given ``ids`` (a cycle reading what changed), both look workloads and runs
+    up by id alone and the cluster and state are checked here, so the plan never depends on
+    the planner knowing how few they are."""
+    if ids is None:
+        query = Workload.objects.filter(cluster=cluster, state__in=LIVE_STATES)
+        runs = Run.objects.filter(cluster=cluster, workload__state__in=LIVE_STATES)
+    else:
+        query = Workload.objects.filter(id__in=ids)
+        runs = Run.objects.filter(workload_id__in=ids)
+    state_at = 1 + _ROW_FIELDS.index("state")
+    workloads = {
+        row[1]: WorkloadRow(*row[1:])
+        for row in query.order_by().values_list("cluster_id", *_ROW_FIELDS)
+        if row[0] == cluster.id and row[state_at] in LIVE_STATES
+    }
+    if workloads:
+        _runs_read_into(workloads, runs.order_by().values_list(*_RUN_FACTS))
     return workloads
+
+
+# What the rows need of their workloads' runs (every run, ended or not).
+_RUN_FACTS = (
+    "workload_id",
+    "attempt",
+    "end_reason",
+    "ended_at",
+    "stop_requested_at",
+    "preempted_by_id",
+    "preempted_by__project_id",
+)
+
+
+def _runs_read_into(workloads: dict[int, WorkloadRow], runs) -> None:
+    """Set, from all runs of ``workloads``, how often each pending or running one was
+    preempted (its next run is protected longer: the engine's churn budget, so a rebuilt
+    engine must know it) and ``swapped_for`` (``engine.Workload.swapped_for``) on:
+
+    - each pending workload whose last run was preempted by a workload of its own project
+      (a swap; a later run ended it);
+    - each workload whose run is still stopping after such a swap (it waits in state
+      preempted for the executor to confirm; the engine counts it too: ``add_stopping``).
+    """
+    last_attempt: dict[int, int] = {}
+    swaps: dict[int, tuple[int, int]] = {}  # workload -> (attempt, preempted by)
+    counted = (WorkloadState.PENDING, WorkloadState.RUNNING)
+    for workload_id, attempt, end_reason, ended_at, stop_requested_at, by, by_project in runs:
+        row = workloads.get(workload_id)
+        if row is None:
+            continue
+        last_attempt[workload_id] = max(attempt, last_attempt.get(workload_id, 0))
+        own = by is not None and by_project == row.project_id
+        if end_reason == RunEndReason.PREEMPTED:
+            if row.state in counted:
+                row.preemptions += 1
+            later = attempt > swaps.get(workload_id, (0, 0))[0]
+            if own and row.state == WorkloadState.PENDING and later:
+                swaps[workload_id] = (attempt, by)
+        elif own and ended_at is None and stop_requested_at is not None:
+            stopping = row.state == WorkloadState.PREEMPTED  # still stopping after a swap
+            row.swapped_for = by if stopping else row.swapped_for
+    for workload_id, (attempt, by) in swaps.items():
+        if last_attempt[workload_id] == attempt:
+            workloads[workload_id].swapped_for = by
 
 
 def open_runs_read(cluster: Cluster, workload_ids: Collection[int] | None = None) -> dict:
     """The open runs of ``cluster`` (of ``workload_ids`` only, when given) by workload id."""
-    runs = Run.objects.filter(cluster=cluster, ended_at__isnull=True)
-    if workload_ids is not None:
-        runs = runs.filter(workload_id__in=workload_ids)
+    if workload_ids is None:
+        runs = Run.objects.filter(cluster=cluster, ended_at__isnull=True)
+    else:
+        runs = Run.objects.filter(workload_id__in=workload_ids, ended_at__isnull=True)
     return {
         run[1]: run
-        for run in runs.values_list(
+        for run in runs.order_by().values_list(
             "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
         )
     }
-
-
-def _read_swaps(
-    cluster: Cluster, workloads: dict[int, WorkloadRow], only: list[int] | None
-) -> None:
-    """Set ``swapped_for`` on each pending workload whose last run was preempted by a
-    workload of its own project (a swap: ``engine.Workload.swapped_for``), and on each
-    workload whose run is still stopping after such a swap (``only``: of these workloads).
-
-    Three small queries: the swaps among pending workloads' runs, which of those runs is its
-    workload's last (a later run ended the swap), and the runs stopping after a swap."""
-    swaps: dict[int, tuple[int, int]] = {}
-    ended = Run.objects.filter(
-        cluster=cluster,
-        end_reason=RunEndReason.PREEMPTED,
-        workload__state=WorkloadState.PENDING,
-        preempted_by__project_id=F("workload__project_id"),
-    )
-    if only is not None:
-        ended = ended.filter(workload_id__in=only)
-    for workload_id, attempt, by in ended.values_list("workload_id", "attempt", "preempted_by_id"):
-        if workload_id in workloads and attempt > swaps.get(workload_id, (0, 0))[0]:
-            swaps[workload_id] = (attempt, by)
-    last = (
-        dict(
-            Run.objects.filter(workload_id__in=swaps)
-            .values("workload_id")
-            .annotate(last=Max("attempt"))
-            .values_list("workload_id", "last")
-        )
-        if swaps
-        else {}
-    )
-    for workload_id, (attempt, by) in swaps.items():
-        if last.get(workload_id) == attempt:
-            workloads[workload_id].swapped_for = by
-    # A run still stopping after a swap (its workload waits in state preempted for the
-    # executor to confirm): the engine counts it as swapped out too (``add_stopping``).
-    stopping = Run.objects.filter(
-        cluster=cluster,
-        ended_at__isnull=True,
-        stop_requested_at__isnull=False,
-        workload__state=WorkloadState.PREEMPTED,
-        preempted_by__project_id=F("workload__project_id"),
-    )
-    if only is not None:
-        stopping = stopping.filter(workload_id__in=only)
-    for workload_id, by in stopping.values_list("workload_id", "preempted_by_id"):
-        if workload_id in workloads:
-            workloads[workload_id].swapped_for = by
 
 
 def engine_workload(row: WorkloadRow, project_key: str) -> engine.Workload:

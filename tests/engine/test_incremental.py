@@ -74,38 +74,42 @@ def cycle_orders(result) -> tuple[list, list]:
 
 class _Recording:
     """A scheduler whose cycles append their orders to ``log``; everything else is the
-    scheduler's own (a wrapper: the native build's classes cannot be patched)."""
+    scheduler's own (a wrapper: the native build's classes cannot be patched). With
+    ``explain``, every cycle explains, as the live loop's do."""
 
-    def __init__(self, sched: Scheduler, log: list) -> None:
+    def __init__(self, sched: Scheduler, log: list, explain: bool = False) -> None:
         self._sched = sched
         self._log = log
+        self._explain = explain
 
     def __getattr__(self, name):
         return getattr(self._sched, name)
 
     def cycle(self, now, usage, explain=False):
-        result = self._sched.cycle(now, usage, explain)
+        result = self._sched.cycle(now, usage, explain or self._explain)
         if result.starts or result.preemptions or result.drained:
             self._log.append((now, *cycle_orders(result)))
         return result
 
 
-def _recorded(incremental: bool, log: list):
+def _recorded(incremental: bool, log: list, explain: bool = False):
     """A scheduler factory for ``replay`` whose cycles append their orders to ``log``."""
 
     def factory(nodes, budget_root, policy, params):
         sched = Scheduler(
             nodes, budget_root, policy=make_policy(policy), params=params, incremental=incremental
         )
-        return _Recording(sched, log)
+        return _Recording(sched, log, explain)
 
     return factory
 
 
-def _orders(trace: Trace, tree: Budget, gpus: int, policy: str, incremental: bool) -> list:
+def _orders(
+    trace: Trace, tree: Budget, gpus: int, policy: str, incremental: bool, explain: bool = False
+) -> list:
     log: list = []
     config = ReplayConfig(gpus=gpus, policy=policy, record_runs=False)
-    replay(trace, tree, config, scheduler_factory=_recorded(incremental, log))
+    replay(trace, tree, config, scheduler_factory=_recorded(incremental, log, explain))
     return log
 
 
@@ -124,6 +128,25 @@ def test_incremental_orders_equal_a_full_recomputation(trace_jobs, tree, nodes, 
     incremental = _orders(trace, tree, gpus, policy, incremental=True)
 
     assert incremental == reference
+
+
+@SETTINGS
+@given(
+    trace_jobs=jobs(),
+    tree=budgets(),
+    nodes=st.integers(2, 6),
+    policy=st.sampled_from(POLICIES),
+)
+def test_explaining_every_cycle_changes_no_order(trace_jobs, tree, nodes, policy):
+    """The live loop explains every cycle (each pending workload's reason); the simulator
+    does not. Both must decide alike."""
+    trace = Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
+    gpus = nodes * GPUS_PER_NODE
+
+    quiet = _orders(trace, tree, gpus, policy, incremental=True)
+    explained = _orders(trace, tree, gpus, policy, incremental=True, explain=True)
+
+    assert explained == quiet
 
 
 def test_a_gang_held_past_its_bound_gets_the_same_nodes_either_way():
@@ -165,6 +188,7 @@ def test_a_slice_of_the_philly_trace_takes_the_same_decisions_either_way():
 
     assert sum(len(preempted) for _, _, preempted in reference) > 0
     assert incremental == reference
+    assert _orders(trace, tree, 128, "fairshare", incremental=True, explain=True) == reference
 
 
 def test_what_the_engine_keeps_between_cycles_lets_finished_work_go():
