@@ -348,15 +348,21 @@ def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None
     position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
     said, blocked_at, patient_at = result.reasons, result.blocked_since, result.patient_until
     pending = WorkloadState.PENDING
+    # Thousands of rows a cycle: no call per row but for the few blocked or patient ones.
     for row in state.workloads.values():
         if row.state != pending or row.id in reasons:
             continue
         key = str(row.id)
         reason = said.get(key, "")
         pos = position.get(row.id)
-        blocked = _remembered(blocked_at.get(key))
-        patient = _remembered(patient_at.get(key))
-        if (reason, blocked, patient) != (row.engine_reason, row.blocked_since, row.patient_until):
+        b, p = blocked_at.get(key), patient_at.get(key)
+        blocked = None if b is None else datetime.fromtimestamp(b, tz=UTC)
+        patient = None if p is None else datetime.fromtimestamp(p, tz=UTC)
+        if (
+            reason != row.engine_reason
+            or blocked != row.blocked_since
+            or patient != row.patient_until
+        ):
             reasons[row.id] = (pending, reason, pos, blocked, patient)
             row.engine_reason, row.queue_position = reason, pos
             row.blocked_since, row.patient_until = blocked, patient
@@ -364,11 +370,6 @@ def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None
             reasons[row.id] = (pending, None, pos, None, None)
             row.queue_position = pos
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
-
-
-def _remembered(engine_time: float | None) -> datetime | None:
-    """An instant the engine remembered, as the database keeps it (aware, UTC)."""
-    return None if engine_time is None else datetime.fromtimestamp(engine_time, tz=UTC)
 
 
 def scheduling_cycle_run(
