@@ -62,6 +62,12 @@ PY = sys.executable
 RECOVERY_LIMIT = 90.0
 
 
+def in_window(start: float, ms: float, window_start: float, window_end: float) -> bool:
+    """Did a request that began at ``start`` (epoch seconds) and took ``ms`` overlap the fault
+    window? A request in flight when the fault began counts, not only one begun inside it."""
+    return start <= window_end and start + ms / 1000.0 >= window_start
+
+
 def log(message: str) -> None:
     print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
 
@@ -594,13 +600,13 @@ class Harness:
                              int(row["status"]), row["error"]))  # fmt: skip
         windows = [(f["start"], f["end"]) for f in self.faults]
 
-        def in_fault(t: float) -> bool:
-            return any(start <= t <= end for start, end in windows)
+        def in_fault(r) -> bool:
+            return any(in_window(r[0], r[2], start, end) for start, end in windows)
 
         result = {}
         for name in sorted({r[1] for r in rows}):
             mine = [r for r in rows if r[1] == name]
-            steady = [r for r in mine if not in_fault(r[0])]
+            steady = [r for r in mine if not in_fault(r)]
             ms = sorted(r[2] for r in steady) or [0.0]
 
             def pct(q: float, values=ms) -> float:
@@ -617,11 +623,11 @@ class Harness:
                 "p99_ms": pct(0.99),
                 "errors_steady": sum(1 for r in steady if bad(r)),
                 "requests_in_fault_windows": len(mine) - len(steady),
-                "errors_in_fault_windows": sum(1 for r in mine if in_fault(r[0]) and bad(r)),
+                "errors_in_fault_windows": sum(1 for r in mine if in_fault(r) and bad(r)),
             }
         # Per fault: failed requests in its window, and when submits succeeded again.
         for fault in self.faults:
-            window = [r for r in rows if fault["start"] <= r[0] <= fault["end"]]
+            window = [r for r in rows if in_window(r[0], r[2], fault["start"], fault["end"])]
             failed = [r for r in window if r[3] >= 400 or r[3] == 0 or r[4]]
             fault["requests_in_window"] = len(window)
             fault["failed_in_window"] = len(failed)
