@@ -700,7 +700,8 @@ class Harness:
         for slug, c in checks.get("clusters", {}).items():
             lines.append(
                 f"| {slug} | {c['workloads']} | {c['runs']} | {c['cycles']} ({c['cycle_seconds']} s, "
-                f"mean {c['cycle_mean_ms']} ms, ≤ {c['cycle_max_pending']} pending) "
+                f"mean {c['cycle_mean_ms']} ms, ≤ {c['cycle_max_pending']} pending, "
+                f"{c.get('cycles_kept', 0)} with a kept engine) "
                 f"| {c['orders_acknowledged']} | {c['runs_by_end_reason'].get('failed', 0)} "
                 f"| {c['runs_open_at_end']} | {c['started_twice']}, "
                 f"{c['starts_off_placement'] + c['duplicate_start_orders']} "

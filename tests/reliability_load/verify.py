@@ -75,6 +75,8 @@ def settle_and_check(cluster) -> dict:
             .values_list("end_reason", "n")
         ),
         "cycles": SchedulingCycle.objects.filter(cluster=cluster).count(),
+        # Cycles that used the engine their worker process kept (the others rebuilt it).
+        "cycles_kept": SchedulingCycle.objects.filter(cluster=cluster, engine="kept").count(),
         # Time spent inside cycles (the worker's main cost), and the queue they worked on.
         **{
             key: round(value or 0, 1)
