@@ -96,9 +96,9 @@ class UsageHourAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class SchedulingCycleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "cluster", "started_at", "duration_seconds", "policy", "pending", "running", "starts",
-        "preemptions", "orders",
+        "preemptions", "orders", "engine",
     ]  # fmt: skip
-    list_filter = ["cluster", "policy"]
+    list_filter = ["cluster", "policy", "engine"]
 
 
 @admin.register(SlurmConnection)
