@@ -139,10 +139,10 @@ def _doubt(
     budget: ClusterBudget,
 ) -> str | None:
     """Why ``kept`` cannot be used for a cycle at ``now`` (None: it can)."""
-    if kept is None:
-        return "first cycle on this worker"
     if not settings.SCHEDULER_KEEP_ENGINE:
         return "keeping the engine is turned off"
+    if kept is None:
+        return "first cycle on this worker"
     if (kept.policy, kept.window) != (policy, window):
         return "another policy or window"
     if now < kept.now:

@@ -180,3 +180,11 @@ def test_the_engine_is_rebuilt_when_in_doubt():
     assert how(7) == "nodes were added, removed, renamed or resized"
     assert how(8) == "kept"
     assert how(8 + 600) == "periodic rebuild"
+
+
+def test_keeping_the_engine_can_be_turned_off(settings):
+    world = build_world()
+    settings.SCHEDULER_KEEP_ENGINE = False
+    for at in range(3):
+        record = scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=at))
+        assert record.engine == "keeping the engine is turned off"
