@@ -174,7 +174,9 @@ def _runs_read_into(workloads: dict[int, WorkloadRow], runs) -> None:
             workloads[workload_id].swapped_for = by
 
 
-def open_runs_read(cluster: Cluster, workload_ids: Collection[int] | None = None) -> dict:
+def open_runs_read(
+    cluster: Cluster, workload_ids: Collection[int] | None = None
+) -> dict[int, OpenRun]:
     """The open runs of ``cluster`` (of ``workload_ids`` only, when given) by workload id."""
     if workload_ids is None:
         runs = Run.objects.filter(cluster=cluster, ended_at__isnull=True)
