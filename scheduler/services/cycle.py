@@ -153,24 +153,22 @@ def _write_starts(
     row lock is the compare-and-set); the started workloads become running."""
     orders: list[Order] = []
     wanted = {int(s.workload_id): s for s in result.starts}
-    startable = set(
-        Workload.objects.select_for_update()
+    # The rows still pending, locked, with what the agents need to launch them (read only
+    # for the workloads that start).
+    specs = {
+        wid: (spec, declared)
+        for wid, spec, declared in Workload.objects.select_for_update()
         .filter(id__in=wanted, state=WorkloadState.PENDING)
-        .values_list("id", flat=True)
-    )
+        .order_by()
+        .values_list("id", "launch_spec", "declared_duration_seconds")
+    }
+    startable = set(specs)
     if len(startable) < len(wanted):
         logger.info(
             "cycle %s: %d starts skipped (changed meanwhile)",
             cluster.id,
             len(wanted) - len(startable),
         )
-    # What the agents need to launch, read only for the workloads that start.
-    specs = {
-        wid: (spec, declared)
-        for wid, spec, declared in Workload.objects.filter(id__in=startable).values_list(
-            "id", "launch_spec", "declared_duration_seconds"
-        )
-    }
     history: dict[int, list[tuple[int, datetime, datetime | None]]] = defaultdict(list)
     for workload_id, attempt, started_at, ended_at in Run.objects.filter(
         workload_id__in=startable
