@@ -218,19 +218,15 @@ class Scheduler:
         self._touch_project(job.project, -1)
         self._dirty = True
 
-    def forget(self, workload_id: str) -> bool:
+    def forget(self, workload_id: str) -> None:
         """Drop whatever the scheduler holds of a workload — pending, running or stopping
         (``add_stopping``) — so a driver can record it again as its records now have it (the
-        live loop does, for each workload that changed since its last cycle). Returns
-        whether anything was held; an unknown id is not an error."""
-        held = False
+        live loop does, for each workload that changed since its last cycle). An unknown id
+        is not an error."""
         if workload_id in self._run or workload_id in self._pending:
             self.cancel(workload_id)
-            held = True
         if self._stopping.pop(workload_id, None) is not None:
             self._dirty = True
-            held = True
-        return held
 
     def set_node_state(self, node_name: str, state: NodeState, *, force: bool = False) -> None:
         """Mark a node healthy, draining, drained or down.

@@ -12,7 +12,7 @@ and its next cycle on the same cluster reads only:
 - the nodes and the budget tree, compared with what the engine holds.
 
 The engine forgets each changed workload and records it again as the database now has it
-(``Scheduler.forget`` then ``cycle_state.workload_record``): for that workload, what a
+(``Scheduler.forget`` then ``cycle_state.workloads_record``): for that workload, what a
 rebuild would do. A node whose state differs is set again; anything else that differs
 rebuilds. The kept engine is used only when there is no doubt it matches the database:
 the cluster's last cycle is the one this worker recorded (not another worker's, not one that
@@ -45,9 +45,8 @@ from scheduler.services.cycle_state import (
     cycle_nodes_read,
     cycle_state_read,
     open_runs_read,
-    runs_on_engine,
-    workload_record,
     workload_rows_read,
+    workloads_record,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,8 +68,6 @@ class KeptEngine:
     cycle_id: int | None = None
     #: how this cycle got it: "kept", or why it was rebuilt
     how: str = ""
-    #: how many changed workloads this cycle read (kept) or how many live ones (rebuilt)
-    read: int = 0
 
 
 _kept: dict[int, KeptEngine] = {}
@@ -96,10 +93,9 @@ def kept_engine_take(*, cluster: Cluster, now: datetime, policy: str) -> KeptEng
             _bring_up_to_date(kept, cluster, changed, nodes)
             kept.now = now
             kept.how = "kept"
-            kept.read = len(changed)
             return kept
     state = cycle_state_read(cluster)
-    sched, _ = cycle_engine_build(state, budget, policy)
+    sched = cycle_engine_build(state, budget, policy)
     if kept is not None:
         logger.info("cycle %s: engine rebuilt (%s)", cluster.id, doubt)
     return KeptEngine(
@@ -112,7 +108,6 @@ def kept_engine_take(*, cluster: Cluster, now: datetime, policy: str) -> KeptEng
         built_at=now,
         now=now,
         how=doubt or "first cycle on this worker",
-        read=len(state.workloads),
     )
 
 
@@ -196,13 +191,8 @@ def _bring_up_to_date(
             sched.forget(str(workload_id))
         state.workloads.update(rows)
         state.open_runs.update(runs)
-        ordered = sorted(rows.items())
-        for workload_id, row in ordered:
-            if runs_on_engine(row, runs.get(workload_id)):
-                workload_record(sched, row, runs[workload_id], kept.budget)
-        for workload_id, row in ordered:
-            if not runs_on_engine(row, runs.get(workload_id)):
-                workload_record(sched, row, None, kept.budget)
+        workloads_record(sched, rows, runs, kept.budget, running=True)
+        workloads_record(sched, rows, runs, kept.budget, running=False)
     for _, name, _, node_state in nodes:
         wanted = engine.NodeState(node_state)
         if sched.node_state(name) != wanted:

@@ -215,33 +215,43 @@ def engine_workload(row: WorkloadRow, project_key: str) -> engine.Workload:
     )
 
 
-def runs_on_engine(row: WorkloadRow, run: OpenRun | None) -> bool:
+def _runs_on_engine(row: WorkloadRow, run: OpenRun | None) -> bool:
     """Does the engine count ``row`` as running? Only with an open run no stop was ordered
     for: a stopping run's GPUs already went to the preemptor (or to nobody, on a draining
     node), and its workload waits, in state preempted, until the agent confirms the stop."""
     return run is not None and run[4] is None and row.state == WorkloadState.RUNNING
 
 
-def workload_record(
-    sched: engine.Scheduler, row: WorkloadRow, run: OpenRun | None, budget: ClusterBudget
-) -> bool:
-    """Record ``row`` in ``sched`` as the cycle's records have it: running where its open
-    run runs, pending, or stopping after a swap. Returns whether it counts as running."""
-    if runs_on_engine(row, run):
-        assert run is not None
-        _, _, placement, started_at, _, loan_for = run
-        sched.add_running(
-            engine_workload(row, budget.key(row.project_id)),
-            placement,
-            started_at.timestamp(),
-            loan_for=None if loan_for is None else str(loan_for),
-        )
-        return True
-    if row.state == WorkloadState.PENDING:
-        sched.submit(engine_workload(row, budget.key(row.project_id)))
-    elif row.state == WorkloadState.PREEMPTED and row.swapped_for is not None:
-        sched.add_stopping(engine_workload(row, budget.key(row.project_id)))
-    return False
+def workloads_record(
+    sched: engine.Scheduler,
+    rows: dict[int, WorkloadRow],
+    runs: dict[int, OpenRun],
+    budget: ClusterBudget,
+    *,
+    running: bool,
+) -> None:
+    """Record in ``sched``, in id order, the workloads of ``rows`` the engine counts as
+    running (``running=True``: where their open run runs) or the others (pending, or
+    stopping after a swap), as the cycle's records have them. A rebuild records the running
+    ones first, so every other workload meets the cluster as it is."""
+    for workload_id, row in sorted(rows.items()):
+        run = runs.get(workload_id)
+        if _runs_on_engine(row, run) != running:
+            continue
+        work = engine_workload(row, budget.key(row.project_id))
+        if running:
+            assert run is not None
+            _, _, placement, started_at, _, loan_for = run
+            sched.add_running(
+                work,
+                placement,
+                started_at.timestamp(),
+                loan_for=None if loan_for is None else str(loan_for),
+            )
+        elif row.state == WorkloadState.PENDING:
+            sched.submit(work)
+        elif row.state == WorkloadState.PREEMPTED and row.swapped_for is not None:
+            sched.add_stopping(work)
 
 
 def cycle_usage_read(cluster: Cluster, budget: ClusterBudget, now: datetime) -> dict[str, float]:
@@ -255,12 +265,9 @@ def cycle_usage_read(cluster: Cluster, budget: ClusterBudget, now: datetime) -> 
     }
 
 
-def cycle_engine_build(
-    state: CycleState, budget: ClusterBudget, policy: str
-) -> tuple[engine.Scheduler, int]:
+def cycle_engine_build(state: CycleState, budget: ClusterBudget, policy: str) -> engine.Scheduler:
     """A new engine holding ``state``: its nodes and their states, the running work where it
-    runs, then the pending and stopping work, each in id order. Returns it and how many
-    workloads run on it."""
+    runs, then the pending and stopping work."""
     window = float(settings.SCHEDULER_WINDOW_SECONDS)
     # Nodes enter healthy and get their state after the running runs are placed: the engine
     # tracks draining and down nodes through ``set_node_state`` (which checks their runs).
@@ -270,19 +277,12 @@ def cycle_engine_build(
         policy=engine.make_policy(policy),
         params=engine.PolicyParams(window_seconds=window),
     )
-    running = 0
-    rows = sorted(state.workloads.items())
-    for workload_id, row in rows:
-        run = state.open_runs.get(workload_id)
-        if runs_on_engine(row, run):
-            running += workload_record(sched, row, run, budget)
+    workloads_record(sched, state.workloads, state.open_runs, budget, running=True)
     for _, name, _, node_state in state.nodes:
         if node_state != NodeState.HEALTHY:
             sched.set_node_state(name, engine.NodeState(node_state))
-    for workload_id, row in rows:
-        if not runs_on_engine(row, state.open_runs.get(workload_id)):
-            workload_record(sched, row, None, budget)
-    return sched, running
+    workloads_record(sched, state.workloads, state.open_runs, budget, running=False)
+    return sched
 
 
 def cycle_scheduler_build(cluster: Cluster, state: CycleState, now: datetime, policy: str):
@@ -292,5 +292,5 @@ def cycle_scheduler_build(cluster: Cluster, state: CycleState, now: datetime, po
     starts from exactly the state the next cycle will see.
     """
     budget = cluster_budget(cluster=cluster, at=now)
-    sched, running = cycle_engine_build(state, budget, policy)
-    return sched, cycle_usage_read(cluster, budget, now), running
+    sched = cycle_engine_build(state, budget, policy)
+    return sched, cycle_usage_read(cluster, budget, now), len(sched.running)
