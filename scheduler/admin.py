@@ -42,7 +42,7 @@ class NodeAgentAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class WorkloadAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id", "name", "project", "cluster", "gpus", "nodes", "min_runtime_seconds", "state",
-        "queue_position", "submitted_at",
+        "queue_key", "submitted_at",
     ]  # fmt: skip
     list_filter = ["cluster", "state"]
     search_fields = ["name"]

@@ -120,8 +120,10 @@ class Workload(models.Model):
 
     ``nodes`` > 1 is a gang: ``gpus`` spread over that many whole nodes, all or nothing.
     ``min_runtime_seconds`` (0-8 h) protects each run from preemption; 0 is the free lane.
-    ``engine_reason`` and ``queue_position`` are written by each scheduling cycle for
-    pending workloads (position 1 = next in the fair-share order; empty when not pending).
+    ``engine_reason`` and ``queue_key`` are written by each scheduling cycle for pending
+    workloads: the keys sort like the fair-share order, and a cycle changes as few as it can
+    (``scheduler.services.queue_keys``); the position people see (1 = next) is counted from
+    them when read (``scheduler.selectors.queue_positions``). Both are empty when not pending.
     """
 
     project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
@@ -149,7 +151,7 @@ class Workload(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
     engine_reason = models.TextField(blank=True)
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    queue_key = models.BigIntegerField(null=True, blank=True)
     # When the engine first saw this pending gang blocked at the head of its project's turn
     # (it holds nodes once that is long enough); written by each cycle, read by the next.
     blocked_since = models.DateTimeField(null=True, blank=True)
@@ -184,7 +186,9 @@ class Workload(models.Model):
             ),
         ]
         indexes = [
-            # The scheduling cycle: pending/running/preempted workloads of one cluster.
+            # The scheduling cycle: pending/running/preempted workloads of one cluster. Not
+            # the queue key: a cycle rewrites keys, and an indexed column would turn those
+            # rewrites from in-page (HOT) updates into updates of every index.
             models.Index(fields=["cluster", "state"], name="workload_cycle_read"),
             # A researcher's list: a project's workloads by state, newest first.
             models.Index(fields=["project", "state", "-submitted_at"], name="workload_by_project"),

@@ -38,6 +38,7 @@ from scheduler.selectors.node_map import (
 )
 from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue import QueueParamError, queue_page
+from scheduler.selectors.queue_positions import queue_positions_attach
 from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
@@ -198,8 +199,9 @@ def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
 
 
 def _queue_facts(workloads: list) -> None:
-    """Attach what "My queue" shows beyond the row: badge, estimated start (pending),
-    minimum-runtime protection end (running), and the number of preemptions."""
+    """Attach what "My queue" shows beyond the row: badge, position and estimated start
+    (pending), minimum-runtime protection end (running), and the number of preemptions."""
+    queue_positions_attach(workloads)
     estimates = workload_estimates(workloads=workloads)
     now = timezone.now()
     ids = [w.pk for w in workloads]

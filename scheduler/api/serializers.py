@@ -14,6 +14,7 @@ from governance.filters import visibility_of
 from scheduler.choices import ExitOutcome, RunLane
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
 from scheduler.selectors.protection import protected_until
+from scheduler.selectors.queue_positions import queue_positions
 from scheduler.selectors.workloads import may_cancel, run_stop_shown
 from scheduler.services.workloads import MAX_BULK_WORKLOADS
 
@@ -121,6 +122,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
     cluster = serializers.SerializerMethodField()
     submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     preemptions = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="Pending: the place in the cluster's fair-share order at the last scheduling "
+        "cycle (1 = next); null otherwise, and until the first cycle after submit."
+    )
     launch_spec = serializers.SerializerMethodField(
         help_text="What the workload runs: shown to its submitter, the project's PIs and org "
         "admins (null to anyone else), with the values of env masked."
@@ -166,6 +171,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
         if request is None or not may_cancel(visibility_of(request), workload):
             return None
         return launch_spec_shown(workload.launch_spec)
+
+    def get_queue_position(self, workload) -> int | None:
+        """Counted once for a whole list (one query per cluster), not once per row."""
+        positions = self.context.get("queue_positions")
+        if positions is None:
+            listed = isinstance(self.parent, serializers.ListSerializer)
+            batch = self.parent.instance if listed else [workload]
+            positions = self.context["queue_positions"] = queue_positions(batch)
+        return positions.get(workload.id)
 
     def get_preemptions(self, workload) -> int:
         """How many runs ended by preemption or drain (prefetched runs, no extra query)."""

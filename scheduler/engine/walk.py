@@ -1087,10 +1087,9 @@ class Walk:
                 )
             note = self.notes.get(job.id)
             if note is None and position:
-                note = (
-                    f"behind {position} higher-ranked pending workload"
-                    f"{'' if position == 1 else 's'} in its queue; " + self._shape_phrase(job)
-                )
+                # No count here: it would change for every workload behind one that started,
+                # and the reason be rewritten each cycle; the position is shown beside it.
+                note = "behind higher-ranked pending work in its queue; " + self._shape_phrase(job)
             elif note is None:
                 note = self._blocked_phrase(job) + (
                     "; the free GPUs are taken or reserved by higher-ranked work"

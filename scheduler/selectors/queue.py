@@ -30,7 +30,7 @@ SORTS: dict[str, tuple[str, tuple]] = {
     "queue": ("Waiting and running first", (_ACTIVE_FIRST, "-submitted_at", "-id")),
     "position": (
         "Place in the queue",
-        (F("queue_position").asc(nulls_last=True), "-submitted_at", "-id"),
+        (F("queue_key").asc(nulls_last=True), "-submitted_at", "-id"),
     ),
     "newest": ("Newest first", ("-submitted_at", "-id")),
     "oldest": ("Oldest first", ("submitted_at", "id")),

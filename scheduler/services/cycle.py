@@ -3,7 +3,7 @@
 One cycle at a time per cluster across every worker (a PostgreSQL advisory lock; a cycle
 that cannot take it skips — the one holding it is doing the work). Everything a cycle
 decides is written in one transaction: runs and start orders for starts, stop orders for
-preemptions and drain evictions, drained nodes, the engine's reason and queue position of
+preemptions and drain evictions, drained nodes, the engine's reason and queue key of
 every pending workload, and the ``SchedulingCycle`` record. Workload state changes are
 compare-and-set (row locks on workloads still in the state the cycle read), so a retried or
 overlapping cycle cannot start a workload twice — and the database refuses a second open
@@ -45,6 +45,7 @@ from scheduler.services.cycle_kept import kept_engine_store, kept_engine_take
 from scheduler.services.cycle_state import CycleState, WorkloadRow, cycle_usage_read
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
 from scheduler.services.node_notices import node_changed_notify
+from scheduler.services.queue_keys import queue_keys_assign
 from scheduler.services.run_notices import runs_started_notify
 from scheduler.services.runs import order_key, stop_order
 
@@ -56,12 +57,12 @@ REASONS_SUMMARY_SIZE = 20
 def _update_reasons(
     rows: list[tuple[int, str, str | None, int | None, datetime | None, datetime | None]],
 ) -> None:
-    """Write (id, expected state, reason, position, blocked since, patient until) to
-    workloads still in that state; a reason of None writes the position alone.
+    """Write (id, expected state, reason, queue key, blocked since, patient until) to
+    workloads still in that state; a reason of None writes the queue key alone.
 
     One statement on PostgreSQL (``UPDATE … FROM jsonb_to_recordset(…)``): a cycle rewrites
-    up to every pending workload's place, and Django's ``bulk_update`` (a CASE per row) is
-    quadratic. Most rows of a cycle only move up in the queue; they carry no reason text.
+    a few thousand workloads' reasons, and Django's ``bulk_update`` (a CASE per row) is
+    quadratic. Rows whose queue key alone changed carry no reason text.
     """
     if not rows:
         return
@@ -69,38 +70,38 @@ def _update_reasons(
         # One JSON parameter: binding thousands of array elements client-side is slower.
         payload = json.dumps(
             [
-                {"id": i, "state": st, "position": p}
+                {"id": i, "state": st, "key": k}
                 if r is None
                 else {
                     "id": i,
                     "state": st,
                     "said": True,
                     "reason": r,
-                    "position": p,
+                    "key": k,
                     "blocked": None if b is None else b.isoformat(),
                     "patient": None if pu is None else pu.isoformat(),
                 }
-                for i, st, r, p, b, pu in rows
+                for i, st, r, k, b, pu in rows
             ]
         )
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
                 UPDATE {Workload._meta.db_table} AS w
-                   SET queue_position = v.position,
+                   SET queue_key = v.key,
                        engine_reason = CASE WHEN v.said THEN v.reason ELSE w.engine_reason END,
                        blocked_since = CASE WHEN v.said THEN v.blocked ELSE w.blocked_since END,
                        patient_until = CASE WHEN v.said THEN v.patient ELSE w.patient_until END
                   FROM jsonb_to_recordset(%s::jsonb)
-                       AS v(id bigint, state text, said boolean, reason text, position integer,
+                       AS v(id bigint, state text, said boolean, reason text, key bigint,
                             blocked timestamptz, patient timestamptz)
                  WHERE w.id = v.id AND w.state = v.state
                 """,
                 [payload],
             )
         return
-    for workload_id, state, reason, position, blocked, patient in rows:
-        fields = {"queue_position": position}
+    for workload_id, state, reason, key, blocked, patient in rows:
+        fields = {"queue_key": key}
         if reason is not None:
             fields.update(engine_reason=reason, blocked_since=blocked, patient_until=patient)
         Workload.objects.filter(pk=workload_id, state=state).update(**fields)
@@ -114,8 +115,8 @@ def _instant(engine_time: float | None, now: datetime) -> datetime | None:
     return now + timedelta(seconds=engine_time - now.timestamp())
 
 
-# workload id -> (state it must still be in, reason (None: only the position changed), queue
-# position, blocked since, patient until)
+# workload id -> (state it must still be in, reason (None: only the queue key changed), queue
+# key, blocked since, patient until)
 _Reasons = dict[int, tuple[str, str | None, int | None, datetime | None, datetime | None]]
 
 
@@ -309,7 +310,7 @@ def _write_stops(
             )
         )
     Workload.objects.filter(id__in=[r.workload_id for r in stopping]).update(
-        state=WorkloadState.PREEMPTED, state_changed_at=now, queue_position=None
+        state=WorkloadState.PREEMPTED, state_changed_at=now, queue_key=None
     )
     return stopping, orders
 
@@ -340,19 +341,30 @@ def _write_drained(
 
 
 def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None:
-    """Add every pending workload whose reason, place, blocked-since or patience changed to
-    ``reasons``, write them all in one statement, and update ``state``'s rows to match (the
-    kept records, ``cycle_kept``: the next cycle compares with what was written)."""
-    position = {int(wid): i for i, wid in enumerate(result.order, start=1)}
+    """Add every pending workload whose reason, queue key, blocked-since or patience changed
+    to ``reasons``, write them all in one statement, and update ``state``'s rows to match (the
+    kept records, ``cycle_kept``: the next cycle compares with what was written).
+
+    Queue keys change only where the order did (``queue_keys``): most cycles start a few
+    workloads and queue a few new ones, and every other key still sorts right.
+    """
     said, blocked_at, patient_at = result.reasons, result.blocked_since, result.patient_until
     pending = WorkloadState.PENDING
+    rows = state.workloads
+    ordered = []
+    for workload_id in map(int, result.order):
+        row = rows.get(workload_id)
+        if row is not None and row.state == pending and workload_id not in reasons:
+            ordered.append(workload_id)
+    new_keys = queue_keys_assign(ordered, {w: rows[w].queue_key for w in ordered})
+    placed = set(ordered)
     # Thousands of rows a cycle: no call per row but for the few blocked or patient ones.
-    for row in state.workloads.values():
+    for row in rows.values():
         if row.state != pending or row.id in reasons:
             continue
         key = str(row.id)
         reason = said.get(key, "")
-        pos = position.get(row.id)
+        queue_key = new_keys.get(row.id, row.queue_key) if row.id in placed else None
         b, p = blocked_at.get(key), patient_at.get(key)
         blocked = None if b is None else datetime.fromtimestamp(b, tz=UTC)
         patient = None if p is None else datetime.fromtimestamp(p, tz=UTC)
@@ -361,12 +373,12 @@ def _write_pending_reasons(state: CycleState, result, reasons: _Reasons) -> None
             or blocked != row.blocked_since
             or patient != row.patient_until
         ):
-            reasons[row.id] = (pending, reason, pos, blocked, patient)
-            row.engine_reason, row.queue_position = reason, pos
+            reasons[row.id] = (pending, reason, queue_key, blocked, patient)
+            row.engine_reason, row.queue_key = reason, queue_key
             row.blocked_since, row.patient_until = blocked, patient
-        elif pos != row.queue_position:
-            reasons[row.id] = (pending, None, pos, None, None)
-            row.queue_position = pos
+        elif queue_key != row.queue_key:
+            reasons[row.id] = (pending, None, queue_key, None, None)
+            row.queue_key = queue_key
     _update_reasons([(wid, *values) for wid, values in reasons.items()])
 
 

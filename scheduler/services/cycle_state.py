@@ -44,7 +44,7 @@ class WorkloadRow:
     submitted_at: datetime
     state: str
     engine_reason: str
-    queue_position: int | None
+    queue_key: int | None
     state_changed_at: datetime | None
     blocked_since: datetime | None
     patient_until: datetime | None
@@ -64,7 +64,7 @@ _ROW_FIELDS = (
     "submitted_at",
     "state",
     "engine_reason",
-    "queue_position",
+    "queue_key",
     "state_changed_at",
     "blocked_since",
     "patient_until",

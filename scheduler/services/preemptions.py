@@ -71,9 +71,9 @@ def workload_preempt_force(
         )
         fresh.state = WorkloadState.PREEMPTED
         fresh.state_changed_at = now
-        fresh.queue_position = None
+        fresh.queue_key = None
         fresh.engine_reason = f"Preempted by {who} (forced, minimum runtime bypassed): {reason}"
-        fresh.save(update_fields=["state", "state_changed_at", "queue_position", "engine_reason"])
+        fresh.save(update_fields=["state", "state_changed_at", "queue_key", "engine_reason"])
         audit_record(
             action=AuditAction.RUN_PREEMPT_FORCED,
             organization_id=organization_id,

@@ -168,11 +168,11 @@ def run_end(
             fields += ["finished_at", "exit_code", "engine_reason"]
         elif reason in REQUEUE_REASONS and active:
             workload.state = WorkloadState.PENDING
-            workload.queue_position = None
+            workload.queue_key = None
             # Read by everyone who sees this workload: another project's name is not theirs.
             text = explanation or run_stop_shown(None, run)[1] or RunEndReason(reason).label
             workload.engine_reason = f"Requeued ({text})."
-            fields += ["queue_position", "engine_reason"]
+            fields += ["queue_key", "engine_reason"]
         elif workload.state == WorkloadState.CANCELLED and workload.finished_at is None:
             workload.finished_at = end
             fields = ["finished_at"]

@@ -258,7 +258,7 @@ def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = No
         open_run = Run.objects.filter(workload=workload, ended_at__isnull=True).first()
         workload.state = WorkloadState.CANCELLED
         workload.state_changed_at = now
-        workload.queue_position = None
+        workload.queue_key = None
         who = f" by {actor}" if actor else ""
         workload.engine_reason = f"Cancelled{who}."
         if open_run is None:
@@ -267,7 +267,7 @@ def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = No
             update_fields=[
                 "state",
                 "state_changed_at",
-                "queue_position",
+                "queue_key",
                 "engine_reason",
                 "finished_at",
             ]

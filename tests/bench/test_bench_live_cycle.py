@@ -117,7 +117,7 @@ def test_bench_live_cycle_cold_5000_pending_2000_running_256_nodes(benchmark):
         Run.objects.filter(id__gt=baseline_run).delete()
         Run.objects.update(stop_requested_at=None, stop_reason="", preempted_by=None)
         Workload.objects.filter(id__in=pending_ids).update(
-            state=WorkloadState.PENDING, engine_reason="", queue_position=None,
+            state=WorkloadState.PENDING, engine_reason="", queue_key=None,
             first_started_at=None,
         )  # fmt: skip
         Workload.objects.filter(id__in=running_ids).update(state=WorkloadState.RUNNING)
@@ -134,10 +134,7 @@ def test_bench_live_cycle_cold_5000_pending_2000_running_256_nodes(benchmark):
         preemptions=record.preemptions, orders=record.orders,
     )  # fmt: skip
     assert record.pending == PENDING and record.running == RUNNING
-    assert (
-        Workload.objects.filter(state=WorkloadState.PENDING, queue_position__isnull=False).count()
-        > 0
-    )
+    assert Workload.objects.filter(state=WorkloadState.PENDING, queue_key__isnull=False).count() > 0
 
 
 def _acknowledge_stops(cluster: Cluster, now: datetime) -> None:

@@ -69,7 +69,7 @@ def queue_world(django_db_setup, django_db_blocker):
                     submitted_at=submitted,
                     state=WorkloadState.PENDING if pending else WorkloadState.SUCCEEDED,
                     finished_at=None if pending else submitted + timedelta(hours=1),
-                    queue_position=i // 4 + 1 if pending else None,
+                    queue_key=i if pending else None,
                     engine_reason="project under budget; waiting for 8 GPUs on one node"
                     if pending
                     else "",

@@ -10,6 +10,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.models import Node, Workload
+from scheduler.selectors.queue_positions import queue_positions
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.workloads import workload_submit
 from tests.browser.conftest import sign_in
@@ -54,7 +55,7 @@ def test_researcher_submits_and_sees_the_reason_and_estimate(page, live_server, 
     # The queue card refreshes in place (poll.js) and shows the engine's own words.
     reason = page.get_by_test_id("reason")
     expect(reason).to_contain_text(said, timeout=20_000)
-    expect(reason).to_contain_text(f"Position {workload.queue_position}")
+    expect(reason).to_contain_text(f"Position {queue_positions([workload])[workload.id]}")
     expect(page.get_by_test_id("estimate")).to_contain_text("Expected to start")
     expect(page.get_by_text("assumes running work ends as declared")).to_be_visible()
     assert page.evaluate("window.__notReloaded === true")

@@ -242,13 +242,16 @@ def test_detail_shows_position_reason_and_preemption_history(personas, workloads
     node = Node.objects.create(cluster=personas.cluster, name="n1", gpus=8)
     victim = workloads["mine"]
     make_run(victim, node, ended_reason=RunEndReason.PREEMPTED, by=workloads["pis"])
+    Workload.objects.filter(pk=workloads["pis"].pk).update(queue_key=-5)
     Workload.objects.filter(pk=victim.pk).update(
-        queue_position=2, engine_reason="Waiting for 1 GPU; project over budget."
+        queue_key=7, engine_reason="Waiting for 1 GPU; project over budget."
     )
     response = client_for(personas.researcher).get(f"{URL}{victim.pk}/")
     assert response.status_code == 200
     data = response.json()
     assert data["queue_position"] == 2
+    listed = client_for(personas.researcher).get(URL).json()["results"]
+    assert {w["name"]: w["queue_position"] for w in listed} == {"mine": 2, "pis": 1}
     assert data["engine_reason"] == "Waiting for 1 GPU; project over budget."
     assert data["preemptions"] == 1
     (run,) = data["runs"]

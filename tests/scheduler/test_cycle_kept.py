@@ -51,7 +51,7 @@ def _written(cluster, now):
     order = [
         w
         for w, _ in sorted(
-            pending.exclude(queue_position=None).values_list("id", "queue_position"),
+            pending.exclude(queue_key=None).values_list("id", "queue_key"),
             key=lambda item: item[1],
         )
     ]
@@ -151,7 +151,7 @@ def test_changes_are_noted_by_the_database_and_read_once():
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=1))
     assert not noted.exists()
     # Writing reasons and positions is not a change a cycle must read.
-    Workload.objects.filter(pk=workload.pk).update(engine_reason="x", queue_position=3)
+    Workload.objects.filter(pk=workload.pk).update(engine_reason="x", queue_key=3)
     assert not noted.exists()
 
 

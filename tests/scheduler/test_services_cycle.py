@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.choices import OrderKind, OrderState, RunEndReason, RunLane, WorkloadState
-from scheduler.models import Order, Run, RunNode, SchedulingCycle
+from scheduler.models import Order, Run, RunNode, SchedulingCycle, Workload
+from scheduler.selectors.queue_positions import queue_positions
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.cycle_state import cycle_scheduler_build, cycle_state_read
+from scheduler.services.runs import run_end
 from scheduler.services.workloads import workload_cancel, workload_submit
 from tests.scheduler.conftest import build_world
 
@@ -34,7 +36,7 @@ def test_cycle_starts_a_submitted_workload_with_a_run_and_a_start_order(world):
     workload.refresh_from_db()
     assert workload.state == WorkloadState.RUNNING
     assert workload.first_started_at == T0 + timedelta(seconds=5)
-    assert workload.queue_position is None
+    assert workload.queue_key is None
     run = Run.objects.get(workload=workload)
     assert run.attempt == 1
     assert run.lane == RunLane.CHARGED
@@ -82,10 +84,43 @@ def test_pending_workloads_get_a_reason_and_a_queue_position(world):
     waiting_first.refresh_from_db()
     waiting_second.refresh_from_db()
     assert waiting_first.state == waiting_second.state == WorkloadState.PENDING
-    assert (waiting_first.queue_position, waiting_second.queue_position) == (1, 2)
+    positions = queue_positions([waiting_first, waiting_second])
+    assert positions == {waiting_first.id: 1, waiting_second.id: 2}
     assert "waiting for 8 GPUs" in waiting_first.engine_reason
     assert "no budget share" in waiting_second.engine_reason
     assert sum(cycle.reasons_summary.values()) == 2
+
+
+def test_workloads_move_up_without_their_queue_keys_being_rewritten(world):
+    """When the work ahead starts, the ones behind move up: their positions are counted
+    from keys that stay as they were, so a cycle does not rewrite every pending row."""
+    running = [submit(world, gpus=8) for _ in range(2)]
+    waiting = [submit(world, gpus=4, at=T0 + timedelta(seconds=1 + i)) for i in range(5)]
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=10))
+    keys = dict(
+        Workload.objects.filter(pk__in=[w.pk for w in waiting]).values_list("pk", "queue_key")
+    )
+    assert queue_positions(Workload.objects.filter(pk__in=keys)) == {
+        w.pk: place for place, w in enumerate(waiting, start=1)
+    }
+
+    run_end(
+        run=Run.objects.get(workload=running[0]), reason=RunEndReason.SUCCEEDED,
+        now=T0 + timedelta(seconds=20), exit_code=0,
+    )  # fmt: skip
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=30))
+
+    started = set(
+        Workload.objects.filter(pk__in=keys, state=WorkloadState.RUNNING).values_list(
+            "pk", flat=True
+        )
+    )
+    assert started == {waiting[0].pk, waiting[1].pk}
+    still = Workload.objects.filter(pk__in=keys, state=WorkloadState.PENDING)
+    assert dict(still.values_list("pk", "queue_key")) == {
+        pk: key for pk, key in keys.items() if pk not in started
+    }
+    assert queue_positions(still) == {w.pk: place for place, w in enumerate(waiting[2:], start=1)}
 
 
 def test_a_second_cycle_does_not_start_anything_twice(world):

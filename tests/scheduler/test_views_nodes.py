@@ -212,9 +212,12 @@ def test_a_drain_in_progress_shows_each_workload_and_when_it_may_leave(personas,
 
 
 def test_workloads_page_shows_position_and_reason(personas):
+    ahead = [submit(personas, f"ahead-{i}", user=personas.researcher) for i in range(2)]
     workload = submit(personas, user=personas.researcher)
+    for key, queued in enumerate([*ahead, workload], start=1):
+        Workload.objects.filter(pk=queued.pk).update(queue_key=key * 10)
     Workload.objects.filter(pk=workload.pk).update(
-        queue_position=3, engine_reason="Waiting for 4 GPUs; project over budget."
+        engine_reason="Waiting for 4 GPUs; project over budget."
     )
     submit(personas, "secret-b1", project=personas.project_b1)
     html = browser(personas.researcher).get("/workloads/").content.decode()
