@@ -1,16 +1,19 @@
 """Benchmark: the submit API under 50 concurrent clients for 60 s, served by gunicorn.
 
-gunicorn runs on 127.0.0.1 (a free port) against the test database with ``DEBUG=false`` and
-persistent database connections, as deployed; each submit also enqueues a scheduling cycle
+gunicorn runs on 127.0.0.1 (a free port) against the test database with ``DEBUG=false``,
+persistent database connections and the served configuration (``governance/gunicorn_conf.py``),
+as deployed; each submit also enqueues a scheduling cycle
 on Redis (a private queue, deleted afterwards, so no worker picks the messages up). 50 client
 threads, each with its own keep-alive connection and a researcher's token, submit
 workloads back to back until the minute is over.
 
 Recorded in ``extra_info``: requests, errors (anything but 201, or no answer), p50/p95/p99
-latency of every request and throughput. The benchmark's own rounds are the 50th client's
-submits, back to back like the others' (representative requests under the full load); their
-median is printed against the 150 ms target, and the p95 of all requests is in extra_info. Nothing here asserts on time. ``BENCH_SUBMIT_SECONDS`` / ``BENCH_SUBMIT_CLIENTS``
-shorten or narrow a local run.
+latency of every request and throughput, which is what this closed loop is judged on (at
+least 150 submits per second at saturation, printed). The benchmark's own rounds are the
+50th client's submits, back to back like the others'. The second benchmark offers submits
+in an open loop at 50 per second and is judged on their p95 (100 ms). Nothing here asserts
+on time. ``BENCH_SUBMIT_SECONDS`` / ``BENCH_SUBMIT_CLIENTS`` / ``BENCH_SUBMIT_RATE`` shorten,
+narrow or change a local run.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from tests.factories import UserFactory, researcher_of
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = int(os.environ.get("BENCH_SUBMIT_CLIENTS", "50"))
 SECONDS = float(os.environ.get("BENCH_SUBMIT_SECONDS", "60"))
-WORKERS = os.environ.get("BENCH_GUNICORN_WORKERS", "3")
+# The served configuration (governance/gunicorn_conf.py), unless these override it.
+WORKERS = os.environ.get("BENCH_GUNICORN_WORKERS", str((os.cpu_count() or 1) + 1))
 THREADS = os.environ.get("BENCH_GUNICORN_THREADS", "4")
-TARGET_P95 = 0.15
+TARGET_PER_SECOND = 150
 
 
 def free_port() -> int:
@@ -101,16 +105,17 @@ class Gunicorn:
             "DB_CONN_MAX_AGE": "60",
             "CELERY_TASK_DEFAULT_QUEUE": queue,
             "LOG_LEVEL": "WARNING",
+            "GUNICORN_BIND": f"127.0.0.1:{self.port}",
+            "GUNICORN_WORKERS": WORKERS,
+            "GUNICORN_THREADS": THREADS,
         }
         self.log_path = ROOT / "var" / f"bench-gunicorn-{self.port}.log"
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "gunicorn", "governance.wsgi:application",
-                "--bind", f"127.0.0.1:{self.port}", "--workers", WORKERS,
-                "--worker-class", "gthread", "--threads", THREADS, "--backlog", "256",
-                "--keep-alive", "30", "--log-level", "warning",
+                sys.executable, "-m", "gunicorn", "-c", "python:governance.gunicorn_conf",
+                "governance.wsgi:application",
             ],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -225,7 +230,6 @@ def test_submit_api_under_50_concurrent_clients(benchmark):
     throughput = len(every) / elapsed
     benchmark.extra_info.update(
         {
-            "target_seconds": TARGET_P95,
             "clients": CLIENTS,
             "duration_seconds": round(elapsed, 1),
             "requests": len(codes),
@@ -239,7 +243,7 @@ def test_submit_api_under_50_concurrent_clients(benchmark):
     )
     print(
         f"\nsubmit load: {CLIENTS} clients, {elapsed:.0f} s, {len(codes)} requests, "
-        f"{errors} errors, {throughput:.0f} req/s, p50 {benchmark.extra_info['p50_ms']} ms, "
+        f"{errors} errors, {throughput:.0f} req/s (target {TARGET_PER_SECOND}), p50 {benchmark.extra_info['p50_ms']} ms, "
         f"p95 {benchmark.extra_info['p95_ms']} ms, p99 {benchmark.extra_info['p99_ms']} ms"
     )
     # Behaviour, not time: every accepted submit is a workload, each exactly once.
@@ -343,6 +347,8 @@ def test_submit_api_open_loop_at_50_per_second(benchmark):
     benchmark.extra_info.update(
         {
             "target_seconds": OPEN_TARGET_P95,
+            "judged": "p95",
+            "judged_seconds": p95,
             "offered_per_second": OPEN_RATE,
             "duration_seconds": round(elapsed, 1),
             "requests": len(codes),

@@ -397,12 +397,14 @@ class Harness:
         self.world = json.loads(world_path.read_text())
         workers = str(self.options.gunicorn_workers)
         log(f"gunicorn on 127.0.0.1:{self.port} ({workers} workers x 4 threads), worker, beat")
-        self.add("gunicorn", [
-            PY, "-m", "gunicorn", "governance.wsgi:application",
-            "--bind", f"127.0.0.1:{self.port}", "--workers", workers,
-            "--worker-class", "gthread", "--threads", "4", "--backlog", "512",
-            "--keep-alive", "30", "--log-level", "warning", "--timeout", "60",
-        ])  # fmt: skip
+        # The served configuration (governance/gunicorn_conf.py), with this run's port.
+        self.add(
+            "gunicorn",
+            [PY, "-m", "gunicorn", "-c", "python:governance.gunicorn_conf",
+             "governance.wsgi:application"],
+            GUNICORN_BIND=f"127.0.0.1:{self.port}", GUNICORN_WORKERS=workers,
+            GUNICORN_THREADS="4",
+        )  # fmt: skip
         self.add("worker", [
             PY, "-m", "celery", "-A", "governance", "worker", "--concurrency=2",
             "--loglevel=WARNING", "-Q", "governance", "--hostname", "load-worker@%h",
