@@ -92,9 +92,9 @@ FROM (
 # (the charged run holds its GPUs the whole hour), free on the project's free-lane run.
 LEDGER_SQL = """
 INSERT INTO scheduler_usagerecord
-    (run_id, project_id, cluster_id, interval_start, interval_end, gpus, gpu_seconds, charge,
-     created_at)
-SELECT run_id, project_id, cluster_id, s, e, gpus, amount, charge, now()
+    (run_id, source, external_id, project_id, cluster_id, interval_start, interval_end, gpus,
+     gpu_seconds, charge, created_at)
+SELECT run_id, '', '', project_id, cluster_id, s, e, gpus, amount, charge, now()
 FROM (
     SELECT p.charged_run_id AS run_id, u.project_id, u.cluster_id, u.hour AS s,
            u.hour + make_interval(secs => round(u.budgeted_gpu_seconds

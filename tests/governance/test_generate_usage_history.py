@@ -1,0 +1,29 @@
+"""``manage.py generate_usage_history`` with its ledger: the ledger rows carry the rollup's
+exact amounts (the reports' benchmarks read both)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.models import Sum
+
+from scheduler.models import UsageHour, UsageRecord
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the generator is PostgreSQL's")
+def test_the_ledger_matches_the_hourly_rollup_charge_by_charge():
+    call_command(
+        "generate_usage_history", projects=3, clusters=1, days=2, seed=7, end="2026-11-01",
+        stdout=open("/dev/null", "w"),  # noqa: SIM115
+    )  # fmt: skip
+    hours = UsageHour.objects.aggregate(
+        budgeted=Sum("budgeted_gpu_seconds"), burst=Sum("burst_gpu_seconds"),
+        free=Sum("free_gpu_seconds"),
+    )  # fmt: skip
+    assert hours["budgeted"] > 0
+    ledger = dict(UsageRecord.objects.values_list("charge").annotate(total=Sum("gpu_seconds")))
+    assert ledger == {charge: hours[charge] for charge in ("budgeted", "burst", "free")}
+    assert not UsageRecord.objects.exclude(source="", external_id="").exists()
