@@ -256,18 +256,26 @@ class _Ranked:
     budgeted_projects: int
 
 
-def _rank(
+@dataclass
+class _TreeIndex:
+    """A budget's Fair Tree and the ``(kind, id)`` of each of its nodes, built once for every
+    instant of the history that has the same budget (most have)."""
+
+    tree: BudgetTree
+    keys: list[tuple[str, int] | None]
+    project_by_key: dict[str, int]
+    extra: list[str]
+
+
+def _tree_index(
     budget: ClusterBudget,
-    usage_by_project: dict[int, float],
     organization_id: int,
     programs_by_slug: dict[str, int],
     all_project_ids: list[int],
-) -> _Ranked:
-    """Run the engine's Fair Tree ranking and key its per-node figures by ``(kind, id)``."""
+) -> _TreeIndex:
+    """The tree of ``budget`` with each node's ``(kind, id)`` (None: not in the database)."""
     tree = BudgetTree(budget.root)
     project_by_key = {budget.key(pid): pid for pid in all_project_ids}
-    usage = {budget.key(pid): amount for pid, amount in usage_by_project.items()}
-    ranking = tree.rank(usage, extra=[budget.key(pid) for pid in all_project_ids])
     keys: list[tuple[str, int] | None] = []
     for node in tree.nodes:
         if node.parent < 0:
@@ -278,6 +286,14 @@ def _rank(
         else:
             pid = programs_by_slug.get(node.name)
             keys.append(("program", pid) if pid is not None else None)
+    return _TreeIndex(tree, keys, project_by_key, [budget.key(pid) for pid in all_project_ids])
+
+
+def _rank(budget: ClusterBudget, index: _TreeIndex, usage_by_project: dict[int, float]) -> _Ranked:
+    """Run the engine's Fair Tree ranking and key its per-node figures by ``(kind, id)``."""
+    tree, keys, project_by_key = index.tree, index.keys, index.project_by_key
+    usage = {budget.key(pid): amount for pid, amount in usage_by_project.items()}
+    ranking = tree.rank(usage, extra=index.extra)
     metric, sibling_rank, siblings, node_usage, usage_share = {}, {}, {}, {}, {}
     for index, node in enumerate(tree.nodes):
         key = keys[index]
@@ -423,10 +439,15 @@ def fairshare_ranking(
     past_usage = _windowed_usage(cluster, instants[:-1], window)
     current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
     budgets = _budgets_at(cluster, instants)
-    ranked = [
-        _rank(budget, usage, organization_id, programs_by_slug, all_project_ids)
-        for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True)
-    ]
+    indexes: dict[int, _TreeIndex] = {}  # by budget: instants with the same shares share one
+    ranked = []
+    for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True):
+        index = indexes.get(id(budget))
+        if index is None:
+            index = indexes[id(budget)] = _tree_index(
+                budget, organization_id, programs_by_slug, all_project_ids
+            )
+        ranked.append(_rank(budget, index, usage))
     current = ranked[-1]
     offers = offer_order(
         cluster=cluster,

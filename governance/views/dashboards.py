@@ -11,7 +11,7 @@ cannot see is a 404. Periods are whole UTC days (the rollup is kept per UTC hour
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -45,6 +45,7 @@ from governance.selectors.usage import (
 )
 from governance.templatetags.govfmt import gpus, pct
 from governance.views.common import visibility_of
+from governance.views.dashboard_rows import delivery_row_html, rank_row_html
 
 DAY = timedelta(days=1)
 MAX_PERIOD_DAYS = 366
@@ -198,6 +199,7 @@ class DeliveryLine:
     row: UsageRow
     level: int
     focus_url: str
+    html: str = field(default="", init=False)  # the table row (``dashboard_rows``)
 
     def __post_init__(self) -> None:
         row = self.row
@@ -304,6 +306,9 @@ def delivery(request: HttpRequest) -> HttpResponse:
         )
         for row in rows
     ]
+    focus_key = focus.key if focus else None
+    for line in lines:
+        line.html = delivery_row_html(line, focus_key=focus_key)
     context.update(
         {
             "lines": lines,
@@ -329,6 +334,7 @@ class RankLine:
 
     row: FairShareRow
     chart_url: str
+    html: str = field(default="", init=False)  # the table row (``dashboard_rows``)
 
     def __post_init__(self) -> None:
         row = self.row
@@ -385,13 +391,17 @@ def fairshare(request: HttpRequest) -> HttpResponse:
     children = view.children_of(chart_key) if chart_key else []
     # Each project with its program, to say why it sits where it does.
     order = [(row, view.row(row.parent)) for row in view.project_order]
+    lines = [
+        RankLine(row=row, chart_url=_query(request, parent=f"{row.kind}-{row.id}"))
+        for row in view.rows
+    ]
+    focus_key = chart_parent.key if chart_parent else None
+    for line in lines:
+        line.html = rank_row_html(line, focus_key=focus_key, days=filters.days)
     context.update(
         {
             "view": view,
-            "lines": [
-                RankLine(row=row, chart_url=_query(request, parent=f"{row.kind}-{row.id}"))
-                for row in view.rows
-            ],
+            "lines": lines,
             "parents": parents,
             "chart_parent": chart_parent,
             "children": children,

@@ -7,8 +7,10 @@ test client — URL routing, session, visibility, selectors, figures, template �
 the generated org admin, who sees all 300 projects. Target: median <= 300 ms per page.
 Nothing here asserts on time; the responses are checked for content.
 
-Run: ``DATABASE_URL=postgres://… .venv/bin/python -m pytest tests/bench/test_bench_dashboards.py
---benchmark-only -q``.
+Run: ``make bench BENCH=tests/bench/test_bench_dashboards.py``. With ``PYTEST_ARGS=--reuse-db``
+the data stays in the test database, and a second run measures without rebuilding it (how
+the pages are measured beside ``make load``: docs/benchmarks.md). Each page's p95 over
+``BENCH_DASHBOARD_ROUNDS`` (40) rounds is recorded too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from governance.models import Cluster, Project
+from governance.models import Cluster, Organization, Project
 from scheduler.models import UsageHour
 
 TARGET_SECONDS = 0.3
@@ -43,15 +45,17 @@ def history(django_db_setup, django_db_blocker):
     if connection.vendor != "postgresql":
         pytest.skip("the usage history generator needs PostgreSQL")
     with django_db_blocker.unblock():
-        call_command(
-            "generate_usage_history",
-            projects=PROJECTS,
-            clusters=CLUSTERS,
-            days=DAYS,
-            seed=20,
-            no_ledger=True,
-            verbosity=0,
-        )
+        # Kept by ``--reuse-db``: measure again (beside the load harness) without rebuilding.
+        if not Organization.objects.filter(slug="usage-history-20").exists():
+            call_command(
+                "generate_usage_history",
+                projects=PROJECTS,
+                clusters=CLUSTERS,
+                days=DAYS,
+                seed=20,
+                no_ledger=True,
+                verbosity=0,
+            )
         admin = get_user_model().objects.get(username="usage-history-20-admin")
         rows = UsageHour.objects.count()
     return {"admin": admin, "rows": rows}
