@@ -17,10 +17,16 @@ Why these values:
   proxy's few upstream connections are all a worker sees.
 - Keep-alive 5 s: long enough for a page's assets and a script's next call, short enough that
   idle browsers do not hold a worker's connections.
+- Each worker, once the application is loaded, moves every object it holds then out of the
+  garbage collector's sight (``gc.freeze``): Django, the REST framework and Plotly's
+  validators are hundreds of thousands of long-lived objects, and a full collection walked
+  them all in the middle of a request, adding tens of milliseconds to about one dashboard
+  view in twenty (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 
 
@@ -38,3 +44,13 @@ keepalive = _int("GUNICORN_KEEPALIVE", 5)
 backlog = _int("GUNICORN_BACKLOG", 512)
 timeout = _int("GUNICORN_TIMEOUT", 60)
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "warning")
+
+
+def post_worker_init(worker) -> None:
+    """Load every view (the URL patterns import them), then freeze what the application
+    holds (see above) after a last full collection."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 - imports every URL module and its views
+    gc.collect()
+    gc.freeze()

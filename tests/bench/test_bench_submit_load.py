@@ -92,14 +92,14 @@ def build_world(researchers: int = 10) -> tuple[list[str], list[int]]:
 class Gunicorn:
     """gunicorn serving the project on 127.0.0.1:<free port>, against the test database."""
 
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, secret_key: str | None = None) -> None:
         self.port = free_port()
         base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
         env = {
             **os.environ,
             "DATABASE_URL": f"{base}/{connection.settings_dict['NAME']}",
             "DEBUG": "false",
-            "SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+            "SECRET_KEY": secret_key or "bench-" + uuid.uuid4().hex * 2,
             "SECURE_SSL_REDIRECT": "false",
             "ALLOWED_HOSTS": "127.0.0.1",
             "DB_CONN_MAX_AGE": "60",

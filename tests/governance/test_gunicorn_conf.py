@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import http.client
 import importlib
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,3 +38,43 @@ def test_connections_per_worker_follow_the_threads_unless_set(monkeypatch):
     assert conf.worker_class == "gthread"
     monkeypatch.setenv("GUNICORN_WORKER_CONNECTIONS", "12")
     assert importlib.reload(conf).worker_connections == 12
+
+
+@pytest.mark.django_db
+def test_a_worker_started_with_it_serves_pages(tmp_path):
+    """The worker hook (every view loaded, then frozen) runs, and the worker answers (on
+    the test database)."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        url = (
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    else:
+        url = f"sqlite:///{db['NAME']}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": url, "DEBUG": "true", "GUNICORN_BIND": f"127.0.0.1:{port}",
+           "GUNICORN_WORKERS": "1", "GUNICORN_LOG_LEVEL": "info"}  # fmt: skip
+    log = tmp_path / "gunicorn.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:governance.gunicorn_conf",
+             "governance.wsgi:application"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            status = None
+            deadline = time.monotonic() + 60
+            while status is None and time.monotonic() < deadline and server.poll() is None:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                    conn.request("GET", "/accounts/login/", headers={"Host": "127.0.0.1"})
+                    status = conn.getresponse().status
+                except OSError:
+                    time.sleep(0.2)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    assert status == 200, log.read_text()[-3000:]
+    assert "Exception" not in log.read_text()
