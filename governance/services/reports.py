@@ -104,6 +104,20 @@ def usage_days_refresh(*, cluster: Cluster) -> int:
     return added
 
 
+def usage_days_reopen(*, cluster_id: int, since: date) -> int:
+    """Hourly usage was written for ``since`` (a late import of an external job): drop the
+    cluster's cached days from ``since`` on and move its cursor back there, so every reader
+    takes those days from the hourly rows until ``usage_days_refresh`` rolls them again.
+    Returns the cached rows dropped. Call it inside the transaction that wrote the hours."""
+    cursor = UsageDayCursor.objects.select_for_update().filter(cluster_id=cluster_id).first()
+    if cursor is None or cursor.until <= since:
+        return 0
+    dropped, _ = UsageDay.objects.filter(cluster_id=cluster_id, day__gte=since).delete()
+    cursor.until = since
+    cursor.save(update_fields=["until"])
+    return dropped
+
+
 def usage_days_refresh_all() -> int:
     """``usage_days_refresh`` for every cluster; returns the days added in all."""
     return sum(usage_days_refresh(cluster=c) for c in Cluster.objects.order_by("id"))

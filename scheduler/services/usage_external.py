@@ -25,13 +25,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db.models import Max, Sum
 from django.utils import timezone
 
 from governance.models import Cluster, Project
+from governance.services.reports import usage_days_reopen
 from scheduler.choices import NodeState
 from scheduler.models import AccountingCursor, EntitlementRecord, Node, UsageRecord
 from scheduler.selectors.budget import cluster_budget
@@ -193,6 +194,9 @@ def usage_external_record(
                 record(hour, part_start, part_end, charge)
         UsageRecord.objects.bulk_create(records)
         rollup.save()
+        if pieces:
+            # A job imported late may charge days the daily cache already holds.
+            usage_days_reopen(cluster_id=cluster.id, since=pieces[0][0].astimezone(UTC).date())
     added = sum((r.gpu_seconds for r in records), ZERO)
     return ExternalUsageResult(CREATED, len(records), added, end)
 

@@ -203,3 +203,51 @@ def test_entitlement_counts_demand_exactly_and_owed_is_capped(tree):
         usage_external_entitlement(cluster=cluster, demand=demand, until=start + timedelta(hours=1))
         == 0
     )
+
+
+def _read_as_reports_do(cluster, start, end) -> Decimal:
+    """Charged GPU-seconds over [start, end): cached days from the daily cache, the rest
+    from the hourly rows (``usage_sources``, the rule every report and dashboard reads by)."""
+    from django.db.models import Sum
+
+    from governance.models import UsageDay
+    from governance.selectors.usage import usage_sources
+
+    day_q, hour_q = usage_sources(cluster_ids=[cluster.pk], start=start, end=end)
+    total = Decimal(0)
+    for model, q in ((UsageDay, day_q), (UsageHour, hour_q)):
+        if q is not None:
+            sums = model.objects.filter(q).aggregate(
+                b=Sum("budgeted_gpu_seconds"), u=Sum("burst_gpu_seconds")
+            )
+            total += (sums["b"] or 0) + (sums["u"] or 0)
+    return total
+
+
+@pytest.mark.skipif(
+    __import__("django.db").db.connection.vendor != "postgresql",
+    reason="the daily cache is filled on PostgreSQL only",
+)
+def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+
+    cluster, project, _ = tree
+    now = T0 + timedelta(days=3)
+    AccountingCursor.objects.create(cluster=cluster, accounted_until=now, accounted_from=T0)
+    args = {"cluster": cluster, "project": project, "source": "slurm", "now": now}
+    usage_external_record(**args, external_id="c:1", start=T0, end=T0 + timedelta(hours=2), gpus=2)
+    assert usage_days_refresh(cluster=cluster) >= 2  # T0's day and the next are cached
+    day = datetime(T0.year, T0.month, T0.day, tzinfo=UTC)
+    span = (day, day + timedelta(days=2))
+    assert _read_as_reports_do(cluster, *span) == 2 * 7200
+
+    # Imported late: a job that ran on T0's day, a day already in the cache.
+    usage_external_record(
+        **args, external_id="c:2", start=T0 + timedelta(hours=5),
+        end=T0 + timedelta(hours=6), gpus=4,
+    )  # fmt: skip
+    assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 4 * 3600
+    # Rolled again, the cache holds it too.
+    assert usage_days_refresh(cluster=cluster) >= 1
+    assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 4 * 3600
