@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from itertools import pairwise
 
@@ -31,6 +31,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from governance.models import Allocation, Cluster
+from governance.services.reports import usage_days_reopen
 from scheduler.choices import DEMAND_STATES, Charge, NodeState, RunLane
 from scheduler.models import (
     AccountingCursor,
@@ -440,7 +441,10 @@ def usage_account_history(
 def usage_rebuild(*, cluster: Cluster) -> int:
     """Rebuild ``cluster``'s hourly rollup from the two ledgers; returns the rows written.
 
-    The rollup is a cache: this must give exactly what incremental accounting gave.
+    The rollup is a cache: this must give exactly what incremental accounting gave. The
+    daily cache made from it is dropped in the same transaction (every reader takes the
+    hourly rows until ``usage_days_refresh`` rolls the days again): after a repair of the
+    ledger, reports must not keep the days as they were.
     """
     with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
         rows: dict[tuple[int, datetime], UsageHour] = {}
@@ -471,4 +475,5 @@ def usage_rebuild(*, cluster: Cluster) -> int:
             target.demand_gpu_seconds = demand
         UsageHour.objects.filter(cluster=cluster).delete()
         UsageHour.objects.bulk_create(rows.values())
+        usage_days_reopen(cluster_id=cluster.id, since=date.min)
     return len(rows)

@@ -251,3 +251,28 @@ def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
     # Rolled again, the cache holds it too.
     assert usage_days_refresh(cluster=cluster) >= 1
     assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 4 * 3600
+
+
+@pytest.mark.skipif(
+    __import__("django.db").db.connection.vendor != "postgresql",
+    reason="the daily cache is filled on PostgreSQL only",
+)
+def test_rebuilding_the_rollup_after_a_ledger_repair_drops_the_cached_days(tree):
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+
+    cluster, project, _ = tree
+    now = T0 + timedelta(days=3)
+    AccountingCursor.objects.create(cluster=cluster, accounted_until=now, accounted_from=T0)
+    args = {"cluster": cluster, "project": project, "source": "slurm", "now": now}
+    usage_external_record(**args, external_id="c:1", start=T0, end=T0 + timedelta(hours=2), gpus=2)
+    usage_external_record(**args, external_id="c:2", start=T0, end=T0 + timedelta(hours=1), gpus=1)
+    assert usage_days_refresh(cluster=cluster) >= 2
+    day = datetime(T0.year, T0.month, T0.day, tzinfo=UTC)
+    span = (day, day + timedelta(days=2))
+    assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 3600
+
+    # A repair: the second job was charged by mistake; its ledger rows are removed.
+    UsageRecord.objects.filter(external_id="c:2").delete()
+    usage_rebuild(cluster=cluster)
+    assert _read_as_reports_do(cluster, *span) == 2 * 7200
