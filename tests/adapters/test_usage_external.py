@@ -276,3 +276,33 @@ def test_rebuilding_the_rollup_after_a_ledger_repair_drops_the_cached_days(tree)
     UsageRecord.objects.filter(external_id="c:2").delete()
     usage_rebuild(cluster=cluster)
     assert _read_as_reports_do(cluster, *span) == 2 * 7200
+
+
+@pytest.mark.skipif(
+    __import__("django.db").db.connection.vendor != "postgresql",
+    reason="the daily cache is filled on PostgreSQL only",
+)
+def test_the_fair_share_window_reads_the_same_from_the_daily_cache(tree):
+    """The engine's window usage is the same whether whole days come from the daily cache
+    or from the hourly rows; only the number of rows read differs."""
+    from governance.models import UsageDayCursor
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+    from scheduler.selectors.usage import usage_window_by_project
+
+    cluster, project, unbudgeted = tree
+    now = T0 + timedelta(days=6, hours=3)
+    AccountingCursor.objects.create(cluster=cluster, accounted_until=now, accounted_from=T0)
+    for i in range(12):  # jobs every half day, of both projects, some across midnight
+        usage_external_record(
+            cluster=cluster, project=(project, unbudgeted)[i % 2], source="slurm",
+            external_id=f"c:{i}", start=T0 + timedelta(hours=12 * i),
+            end=T0 + timedelta(hours=12 * i + 3 + i % 5), gpus=1 + i % 3, now=now,
+        )  # fmt: skip
+    window = 5 * 86400 + 1800  # starts mid-day: partial days at both ends
+    hourly_only = usage_window_by_project(cluster=cluster, now=now, window_seconds=window)
+    assert usage_days_refresh(cluster=cluster) >= 5
+    cached_until = UsageDayCursor.objects.get(cluster=cluster).until
+    assert cached_until > (now - timedelta(seconds=window)).date()
+    assert usage_window_by_project(cluster=cluster, now=now, window_seconds=window) == hourly_only
+    assert set(hourly_only) == {project.id, unbudgeted.id}
