@@ -224,11 +224,16 @@ def _read_as_reports_do(cluster, start, end) -> Decimal:
     return total
 
 
-@pytest.mark.skipif(
+ON_POSTGRESQL = pytest.mark.skipif(
     __import__("django.db").db.connection.vendor != "postgresql",
     reason="the daily cache is filled on PostgreSQL only",
 )
-def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
+
+
+def _jobs_then_cached(tree, *jobs):
+    """Accounting 3 days past T0; each ``(id, hours, gpus)`` job charged from T0; then the
+    closed days rolled into the daily cache. Returns the cluster, the arguments of a further
+    import and T0's day with the next (the span the checks read)."""
     from governance.services.reports import usage_days_refresh
     from scheduler.models import AccountingCursor
 
@@ -236,10 +241,20 @@ def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
     now = T0 + timedelta(days=3)
     AccountingCursor.objects.create(cluster=cluster, accounted_until=now, accounted_from=T0)
     args = {"cluster": cluster, "project": project, "source": "slurm", "now": now}
-    usage_external_record(**args, external_id="c:1", start=T0, end=T0 + timedelta(hours=2), gpus=2)
+    for external_id, hours, gpus in jobs:
+        usage_external_record(
+            **args, external_id=external_id, start=T0, end=T0 + timedelta(hours=hours), gpus=gpus
+        )
     assert usage_days_refresh(cluster=cluster) >= 2  # T0's day and the next are cached
     day = datetime(T0.year, T0.month, T0.day, tzinfo=UTC)
-    span = (day, day + timedelta(days=2))
+    return cluster, args, (day, day + timedelta(days=2))
+
+
+@ON_POSTGRESQL
+def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
+    from governance.services.reports import usage_days_refresh
+
+    cluster, args, span = _jobs_then_cached(tree, ("c:1", 2, 2))
     assert _read_as_reports_do(cluster, *span) == 2 * 7200
 
     # Imported late: a job that ran on T0's day, a day already in the cache.
@@ -253,23 +268,9 @@ def test_a_job_imported_after_its_days_were_cached_is_read_by_reports(tree):
     assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 4 * 3600
 
 
-@pytest.mark.skipif(
-    __import__("django.db").db.connection.vendor != "postgresql",
-    reason="the daily cache is filled on PostgreSQL only",
-)
+@ON_POSTGRESQL
 def test_rebuilding_the_rollup_after_a_ledger_repair_drops_the_cached_days(tree):
-    from governance.services.reports import usage_days_refresh
-    from scheduler.models import AccountingCursor
-
-    cluster, project, _ = tree
-    now = T0 + timedelta(days=3)
-    AccountingCursor.objects.create(cluster=cluster, accounted_until=now, accounted_from=T0)
-    args = {"cluster": cluster, "project": project, "source": "slurm", "now": now}
-    usage_external_record(**args, external_id="c:1", start=T0, end=T0 + timedelta(hours=2), gpus=2)
-    usage_external_record(**args, external_id="c:2", start=T0, end=T0 + timedelta(hours=1), gpus=1)
-    assert usage_days_refresh(cluster=cluster) >= 2
-    day = datetime(T0.year, T0.month, T0.day, tzinfo=UTC)
-    span = (day, day + timedelta(days=2))
+    cluster, _, span = _jobs_then_cached(tree, ("c:1", 2, 2), ("c:2", 1, 1))
     assert _read_as_reports_do(cluster, *span) == 2 * 7200 + 3600
 
     # A repair: the second job was charged by mistake; its ledger rows are removed.
@@ -278,10 +279,7 @@ def test_rebuilding_the_rollup_after_a_ledger_repair_drops_the_cached_days(tree)
     assert _read_as_reports_do(cluster, *span) == 2 * 7200
 
 
-@pytest.mark.skipif(
-    __import__("django.db").db.connection.vendor != "postgresql",
-    reason="the daily cache is filled on PostgreSQL only",
-)
+@ON_POSTGRESQL
 def test_the_fair_share_window_reads_the_same_from_the_daily_cache(tree):
     """The engine's window usage is the same whether whole days come from the daily cache
     or from the hourly rows; only the number of rows read differs."""
