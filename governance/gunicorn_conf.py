@@ -29,10 +29,18 @@ from __future__ import annotations
 import gc
 import os
 
+from governance.parsing import whole_number
+
 
 def _int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    return int(value) if value.strip() else default
+    """``name``'s whole number, ``default`` when unset; a clear refusal of anything else."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    number = whole_number(value)
+    if number is None or number < 1:
+        raise SystemExit(f"{name} must be a whole number of at least 1, got {value!r}.")
+    return number
 
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")

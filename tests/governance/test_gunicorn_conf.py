@@ -78,3 +78,14 @@ def test_a_worker_started_with_it_serves_pages(tmp_path):
             server.wait(timeout=30)
     assert status == 200, log.read_text()[-3000:]
     assert "Exception" not in log.read_text()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "3.5", "٣"])
+def test_a_setting_that_is_not_a_whole_number_is_refused_by_name(monkeypatch, value):
+    import governance.gunicorn_conf as conf
+
+    monkeypatch.setenv("GUNICORN_WORKERS", value)
+    with pytest.raises(SystemExit, match="GUNICORN_WORKERS must be a whole number"):
+        importlib.reload(conf)
+    monkeypatch.delenv("GUNICORN_WORKERS")
+    importlib.reload(conf)
