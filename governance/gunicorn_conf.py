@@ -19,9 +19,9 @@ Why these values:
   idle browsers do not hold a worker's connections.
 - Each worker, once the application is loaded, moves every object it holds then out of the
   garbage collector's sight (``gc.freeze``): Django, the REST framework and Plotly's
-  validators are hundreds of thousands of long-lived objects, and a full collection walked
-  them all in the middle of a request, adding tens of milliseconds to about one dashboard
-  view in twenty (docs/benchmarks.md).
+  validators are hundreds of thousands of long-lived objects, and a full collection walks
+  them all in the middle of whichever request triggers it. Rendering the fair-share page 40
+  times in one process, two such collections added about 90 ms each (docs/benchmarks.md).
 """
 
 from __future__ import annotations
