@@ -289,11 +289,13 @@ def _tree_index(
     return _TreeIndex(tree, keys, project_by_key, [budget.key(pid) for pid in all_project_ids])
 
 
-def _rank(budget: ClusterBudget, index: _TreeIndex, usage_by_project: dict[int, float]) -> _Ranked:
+def _rank(
+    budget: ClusterBudget, tree_index: _TreeIndex, usage_by_project: dict[int, float]
+) -> _Ranked:
     """Run the engine's Fair Tree ranking and key its per-node figures by ``(kind, id)``."""
-    tree, keys, project_by_key = index.tree, index.keys, index.project_by_key
+    tree, keys, project_by_key = tree_index.tree, tree_index.keys, tree_index.project_by_key
     usage = {budget.key(pid): amount for pid, amount in usage_by_project.items()}
-    ranking = tree.rank(usage, extra=index.extra)
+    ranking = tree.rank(usage, extra=tree_index.extra)
     metric, sibling_rank, siblings, node_usage, usage_share = {}, {}, {}, {}, {}
     for index, node in enumerate(tree.nodes):
         key = keys[index]
@@ -442,12 +444,12 @@ def fairshare_ranking(
     indexes: dict[int, _TreeIndex] = {}  # by budget: instants with the same shares share one
     ranked = []
     for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True):
-        index = indexes.get(id(budget))
-        if index is None:
-            index = indexes[id(budget)] = _tree_index(
+        tree_index = indexes.get(id(budget))
+        if tree_index is None:
+            tree_index = indexes[id(budget)] = _tree_index(
                 budget, organization_id, programs_by_slug, all_project_ids
             )
-        ranked.append(_rank(budget, index, usage))
+        ranked.append(_rank(budget, tree_index, usage))
     current = ranked[-1]
     offers = offer_order(
         cluster=cluster,
