@@ -104,6 +104,17 @@ def _recorded(incremental: bool, log: list, explain: bool = False):
     return factory
 
 
+# Random traces on random budget trees and cluster sizes, under every policy.
+random_histories = given(
+    trace_jobs=jobs(), tree=budgets(), nodes=st.integers(2, 6), policy=st.sampled_from(POLICIES)
+)
+
+
+def trace_of(trace_jobs: list[TraceJob]) -> Trace:
+    """The canonical trace of ``trace_jobs``, its projects named."""
+    return Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
+
+
 def _orders(
     trace: Trace, tree: Budget, gpus: int, policy: str, incremental: bool, explain: bool = False
 ) -> list:
@@ -114,14 +125,9 @@ def _orders(
 
 
 @SETTINGS
-@given(
-    trace_jobs=jobs(),
-    tree=budgets(),
-    nodes=st.integers(2, 6),
-    policy=st.sampled_from(POLICIES),
-)
+@random_histories
 def test_incremental_orders_equal_a_full_recomputation(trace_jobs, tree, nodes, policy):
-    trace = Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
+    trace = trace_of(trace_jobs)
     gpus = nodes * GPUS_PER_NODE
 
     reference = _orders(trace, tree, gpus, policy, incremental=False)
@@ -131,16 +137,11 @@ def test_incremental_orders_equal_a_full_recomputation(trace_jobs, tree, nodes, 
 
 
 @SETTINGS
-@given(
-    trace_jobs=jobs(),
-    tree=budgets(),
-    nodes=st.integers(2, 6),
-    policy=st.sampled_from(POLICIES),
-)
+@random_histories
 def test_explaining_every_cycle_changes_no_order(trace_jobs, tree, nodes, policy):
     """The live loop explains every cycle (each pending workload's reason); the simulator
     does not. Both must decide alike."""
-    trace = Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
+    trace = trace_of(trace_jobs)
     gpus = nodes * GPUS_PER_NODE
 
     quiet = _orders(trace, tree, gpus, policy, incremental=True)

@@ -13,13 +13,15 @@ so one team's room shrinking while another's grew kept a search shut for up to f
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from scheduler.engine import POLICIES, Scheduler, make_policy
+from scheduler.engine import Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, replay
-from scheduler.simulator.traces import Trace
-from tests.engine.test_incremental import GPUS_PER_NODE, SETTINGS, budgets, cycle_orders, jobs
+from tests.engine.test_incremental import (
+    GPUS_PER_NODE,
+    SETTINGS,
+    cycle_orders,
+    random_histories,
+    trace_of,
+)
 
 
 class _Compared:
@@ -44,14 +46,9 @@ class _Compared:
 
 
 @SETTINGS
-@given(
-    trace_jobs=jobs(),
-    tree=budgets(),
-    nodes=st.integers(2, 6),
-    policy=st.sampled_from(POLICIES),
-)
+@random_histories
 def test_a_rebuilt_engine_takes_the_same_decisions(trace_jobs, tree, nodes, policy):
-    trace = Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
+    trace = trace_of(trace_jobs)
     mismatches: list = []
     wrappers: list[_Compared] = []
 
