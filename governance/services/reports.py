@@ -83,6 +83,10 @@ def usage_days_refresh(*, cluster: Cluster) -> int:
         return 0
     # An hour of margin: the runs' ledger and the entitlement pass may be a moment apart.
     sealed = (accounted - timedelta(hours=1)).astimezone(UTC).date()
+    until = UsageDayCursor.objects.filter(cluster=cluster).values_list("until", flat=True).first()
+    if until is not None and until >= sealed:
+        # Nothing to roll: no lock and no write (pages and the API call this on every read).
+        return 0
     with transaction.atomic():
         cursor, created = UsageDayCursor.objects.select_for_update().get_or_create(
             cluster=cluster, defaults={"until": sealed}
@@ -90,8 +94,10 @@ def usage_days_refresh(*, cluster: Cluster) -> int:
         if created:
             first = UsageHour.objects.filter(cluster=cluster).order_by("hour").first()
             cursor.until = min(first.hour.astimezone(UTC).date(), sealed) if first else sealed
+            if cursor.until >= sealed:
+                cursor.save(update_fields=["until"])
+                return 0
         if cursor.until >= sealed:
-            cursor.save(update_fields=["until"])
             return 0
         sql = _ROLL_DAYS_SQL.format(
             day_table=UsageDay._meta.db_table, hour_table=UsageHour._meta.db_table

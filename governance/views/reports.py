@@ -24,6 +24,7 @@ from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import LEVELS, usage_report
 from governance.services.reports import usage_days_refresh_all
 from governance.views.common import visibility_of
+from governance.views.report_rows import report_row_html
 
 app_name = "reports"
 
@@ -90,7 +91,9 @@ def usage(request: HttpRequest) -> HttpResponse:
     vis = visibility_of(request)
     context = {
         "report": report,
-        "rows": [(row, _cells(row)) for row in report.rows] if report else [],
+        "rows": [report_row_html(row, _cells(row), level=report.level) for row in report.rows]
+        if report
+        else [],
         "totals": _cells(report.totals) if report else None,
         "query": query,
         "errors": errors,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import UTC, datetime
 from decimal import Decimal
+from html.parser import HTMLParser
 
 import pytest
 from django.test import Client
@@ -112,3 +114,93 @@ def test_the_page_opens_on_the_month_so_far_and_the_api_on_the_last_complete_one
     api.force_login(october.finance)
     body = api.get("/api/reports/usage/").json()
     assert body["title"] == f"GPU usage {previous_month(now):%Y-%m}"
+
+
+class _Table(HTMLParser):
+    """The report table's header cells and the cells of each body row, as text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads: list[str] = []
+        self.rows: list[list[str]] = []
+        self.section = ""
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("thead", "tbody", "tfoot"):
+            self.section = tag
+        elif tag == "tr" and self.section == "tbody":
+            self.rows.append([])
+        elif tag in ("th", "td"):
+            self.cell = []
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td") and self.cell is not None:
+            text = "".join(self.cell).strip()
+            if self.section == "thead":
+                self.heads.append(text)
+            elif self.section == "tbody":
+                self.rows[-1].append(text)
+            self.cell = None
+
+
+@pytest.mark.parametrize("level", ["organization", "program", "project"])
+def test_each_row_has_a_cell_under_each_heading_and_names_are_shown_as_typed(october, level):
+    october.project_a1.name = "<b>Det</b> & co"
+    october.project_a1.save()
+    october.program_a.name = '<img src=x onerror="alert(1)">'
+    october.program_a.save()
+    response = client_for(october.finance).get(PAGE, {"month": "2026-10", "level": level})
+    html = response.content.decode()
+    table = _Table()
+    table.feed(html)
+    assert len(table.rows) == len(response.context["report"].rows) > 0
+    assert all(len(cells) == len(table.heads) for cells in table.rows)
+    assert "<img src=x" not in html and "<b>Det" not in html
+    months = {cells[0] for cells in table.rows}
+    assert months == {"2026-10"}
+    if level == "project":
+        projects = {cells[table.heads.index("Project")] for cells in table.rows}
+        assert "<b>Det</b> & co" in projects
+        centres = {cells[table.heads.index("Cost centre")] for cells in table.rows}
+        assert "CC-DET" in centres
+    if level != "organization":
+        programs = {cells[table.heads.index("Program")] for cells in table.rows}
+        assert '<img src=x onerror="alert(1)">' in programs
+
+
+def test_a_page_read_writes_nothing_once_the_daily_cache_is_current(october):
+    """The page rolls closed days into the daily cache before reading; when there is nothing
+    to roll it must not lock or write (it did: an UPDATE of each cluster's cursor per view)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from governance.models import Cluster, UsageDay
+    from governance.services.reports import usage_days_refresh_all
+    from scheduler.models import AccountingCursor
+
+    for cluster in Cluster.objects.all():
+        AccountingCursor.objects.create(
+            cluster=cluster, accounted_until=datetime(2026, 11, 2, 3, tzinfo=UTC)
+        )
+    assert usage_days_refresh_all() > 0
+    cached = UsageDay.objects.count()
+    client = client_for(october.finance)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(PAGE, {"month": "2026-10"})
+    assert response.status_code == 200
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if (
+            q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))
+            and "django_session" not in q["sql"]
+        )
+        or "FOR UPDATE" in q["sql"].upper()
+    ]
+    assert writes == []
+    assert UsageDay.objects.count() == cached
