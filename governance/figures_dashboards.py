@@ -1,8 +1,9 @@
 """Plotly figure builders of the manager/PI dashboards: pure functions from selector rows.
 
 Each takes rows a selector returned (``governance.selectors.usage``, ``.fairshare``,
-``.health``) — or anything with the same attributes — and returns a ``plotly`` Figure. They
-read nothing from the database; the page serializes the figure with
+``.health``) — or anything with the same attributes — and returns a Plotly figure as plain
+data (``{"data": [...], "layout": {...}}``: see ``governance.figures``). They read nothing
+from the database; the page serializes the figure with
 ``governance.figures.figure_json`` and ``static/js/figure.js`` draws it with the self-hosted
 Plotly bundle. Tests assert on the figures' data. Amounts are plotted in GPU-hours and
 ratios in percent, rounded for the eye (two decimals); the tables carry the exact figures.
@@ -14,8 +15,6 @@ import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-
-import plotly.graph_objects as go
 
 from governance.figures import PROGRAM_COLOURS
 
@@ -46,14 +45,10 @@ def _percent(ratio) -> float | None:
 
 
 def _layout(
-    figure: go.Figure, *, xaxis: dict | None = None, yaxis: dict | None = None, **extra
-) -> go.Figure:
-    """The dashboards' shared look: transparent background, light grid, legend on top.
-
-    ``extra`` and the axes' own settings are merged in and the layout set in one step (three
-    ``update_*`` calls cost four times as much: Plotly parses each path and validates each
-    update). Call it once, on a figure built without a layout.
-    """
+    traces: list[dict], *, xaxis: dict | None = None, yaxis: dict | None = None, **extra
+) -> dict:
+    """The figure of ``traces`` with the dashboards' shared look: transparent background,
+    light grid, legend on top; ``extra`` and the axes' own settings merged in."""
     layout = {
         "margin": {"t": 36, "l": 8, "r": 16, "b": 8},
         "paper_bgcolor": "rgba(0,0,0,0)",
@@ -67,11 +62,13 @@ def _layout(
             "gridcolor": GRID_COLOUR, "automargin": True, "rangemode": "tozero", **(yaxis or {})
         },
     }  # fmt: skip
-    figure.layout = go.Layout(layout)
-    return figure
+    # A key set to None is left out, as Plotly leaves out a property set to None.
+    for axis in ("xaxis", "yaxis"):
+        layout[axis] = {k: v for k, v in layout[axis].items() if v is not None}
+    return {"data": traces, "layout": layout}
 
 
-def delivery_bars(rows: Sequence) -> go.Figure:
+def delivery_bars(rows: Sequence) -> dict:
     """Owed vs delivered GPU-hours per team: two horizontal bars per row, first row on top.
 
     ``rows`` are ``UsageRow``s (``name``, ``owed_gpu_seconds``, ``charged_gpu_seconds``,
@@ -87,32 +84,32 @@ def delivery_bars(rows: Sequence) -> go.Figure:
     ratio = [_percent(row.delivery_ratio) for row in rows]
     owed = [_hours(row.owed_gpu_seconds) for row in rows]
     delivered = [_hours(row.charged_gpu_seconds) for row in rows]
-    figure = go.Figure(
-        [
-            go.Bar(
-                name="Owed",
-                y=names,
-                x=owed,
-                orientation="h",
-                marker={"color": OWED_COLOUR},
-                customdata=ratio,
-                hovertemplate="Owed %{x:,.1f} GPU-h<extra></extra>",
-            ),
-            go.Bar(
-                name="Delivered (charged)",
-                y=names,
-                x=delivered,
-                orientation="h",
-                marker={"color": DELIVERED_COLOUR},
-                customdata=ratio,
-                hovertemplate="Delivered %{x:,.1f} GPU-h · delivery %{customdata:.2f} %"
-                "<extra></extra>",
-            ),
-        ]
-    )
+    traces = [
+        {
+            "type": "bar",
+            "name": "Owed",
+            "y": names,
+            "x": owed,
+            "orientation": "h",
+            "marker": {"color": OWED_COLOUR},
+            "customdata": ratio,
+            "hovertemplate": "Owed %{x:,.1f} GPU-h<extra></extra>",
+        },
+        {
+            "type": "bar",
+            "name": "Delivered (charged)",
+            "y": names,
+            "x": delivered,
+            "orientation": "h",
+            "marker": {"color": DELIVERED_COLOUR},
+            "customdata": ratio,
+            "hovertemplate": "Delivered %{x:,.1f} GPU-h · delivery %{customdata:.2f} %"
+            "<extra></extra>",
+        },
+    ]
     amounts = [v for values in (owed, delivered) for v in values if v is not None]
     return _layout(
-        figure,
+        traces,
         barmode="group",
         bargap=0.25,
         height=max(220, 90 + BAR_ROW_PX * len(rows)),
@@ -133,7 +130,7 @@ def amount_tickformat(values) -> str:
     return f",.{decimals}f"
 
 
-def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None = None) -> go.Figure:
+def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None = None) -> dict:
     """Delivered (bars) against entitled and owed (lines) per hour or day, in GPU-hours.
 
     ``points`` are ``UsagePoint``s (``start``, ``delivered_gpu_seconds``,
@@ -151,44 +148,47 @@ def delivery_timeseries(points: Sequence, *, bucket: str, now: datetime | None =
     def line(values):
         return [None if cut else v for v, cut in zip(values, partial, strict=True)]
 
-    figure = go.Figure(
-        [
-            go.Bar(
-                name="Delivered (charged)",
-                x=x,
-                y=[_hours(p.delivered_gpu_seconds) for p in points],
-                marker={"color": [PARTIAL_COLOUR if cut else DELIVERED_COLOUR for cut in partial]},
-                customdata=["so far" if cut else "" for cut in partial],
-                hovertemplate="%{y:,.1f} GPU-h %{customdata}",
-            ),
-            go.Scatter(
-                name="Entitled (share x healthy GPUs)",
-                x=x,
-                y=line([_hours(p.entitled_gpu_seconds) for p in points]),
-                mode="lines",
-                line={"color": ENTITLED_COLOUR, "dash": "dash", "width": 2},
-                hovertemplate="%{y:,.1f} GPU-h",
-            ),
-            go.Scatter(
-                name="Owed (entitled, capped at demand)",
-                x=x,
-                y=line([_hours(p.owed_gpu_seconds) for p in points]),
-                mode="lines",
-                line={"color": "#1f2933", "width": 2},
-                hovertemplate="%{y:,.1f} GPU-h",
-            ),
-        ]
-    )
-    amounts = [v for trace in figure.data for v in trace.y if v is not None]
-    _layout(
-        figure,
+    delivered = [_hours(p.delivered_gpu_seconds) for p in points]
+    entitled = line([_hours(p.entitled_gpu_seconds) for p in points])
+    owed = line([_hours(p.owed_gpu_seconds) for p in points])
+    traces = [
+        {
+            "type": "bar",
+            "name": "Delivered (charged)",
+            "x": x,
+            "y": delivered,
+            "marker": {"color": [PARTIAL_COLOUR if cut else DELIVERED_COLOUR for cut in partial]},
+            "customdata": ["so far" if cut else "" for cut in partial],
+            "hovertemplate": "%{y:,.1f} GPU-h %{customdata}",
+        },
+        {
+            "type": "scatter",
+            "name": "Entitled (share x healthy GPUs)",
+            "x": x,
+            "y": entitled,
+            "mode": "lines",
+            "line": {"color": ENTITLED_COLOUR, "dash": "dash", "width": 2},
+            "hovertemplate": "%{y:,.1f} GPU-h",
+        },
+        {
+            "type": "scatter",
+            "name": "Owed (entitled, capped at demand)",
+            "x": x,
+            "y": owed,
+            "mode": "lines",
+            "line": {"color": "#1f2933", "width": 2},
+            "hovertemplate": "%{y:,.1f} GPU-h",
+        },
+    ]
+    amounts = [v for values in (delivered, entitled, owed) for v in values if v is not None]
+    return _layout(
+        traces,
         bargap=0.15,
         yaxis={"title": {"text": unit}, "tickformat": amount_tickformat(amounts)},
     )
-    return figure
 
 
-def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> go.Figure:
+def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> dict:
     """Each sibling's usage share ÷ share at the end of each day, one line per sibling.
 
     ``rows`` are ``FairShareRow``s of one parent's children (``name``, ``history``: the
@@ -197,31 +197,37 @@ def fairshare_lines(instants: Sequence[datetime], rows: Sequence) -> go.Figure:
     at 1 marks "used exactly its share"; the lowest line goes first.
     """
     traces = [
-        go.Scatter(
-            name=row.name,
-            x=list(instants),
-            y=[None if v is None else round(v, 3) for v in row.history],
-            mode="lines+markers",
-            line={"color": PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)], "width": 2},
-            marker={"size": 5},
-            hovertemplate=f"{row.name}: %{{y:.2f}}<extra></extra>",
-        )
+        {
+            "type": "scatter",
+            "name": row.name,
+            "x": list(instants),
+            "y": [None if v is None else round(v, 3) for v in row.history],
+            "mode": "lines+markers",
+            "line": {"color": PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)], "width": 2},
+            "marker": {"size": 5},
+            "hovertemplate": f"{row.name}: %{{y:.2f}}<extra></extra>",
+        }
         for index, row in enumerate(rows)
     ]
-    figure = go.Figure(traces)
-    _layout(figure, showlegend=True)  # also with one line: say whose line it is
-    figure.add_hline(
-        y=1,
-        line={"color": "#5f6b7a", "dash": "dot", "width": 1},
-        annotation_text="at its share",
-        annotation_position="top left",
-        annotation_font={"color": "#5f6b7a", "size": 11},
-    )
-    figure.update_yaxes(title_text="usage share ÷ share (lower goes first)", tickformat=".2f")
-    return figure
+    reference = {"color": "#5f6b7a", "dash": "dot", "width": 1}
+    return _layout(
+        traces,
+        showlegend=True,  # also with one line: say whose line it is
+        # "at its share": a dotted line at 1 across the plot, labelled at its left end.
+        shapes=[
+            {"type": "line", "line": reference, "xref": "x domain", "x0": 0, "x1": 1,
+             "yref": "y", "y0": 1, "y1": 1}
+        ],
+        annotations=[
+            {"text": "at its share", "font": {"color": "#5f6b7a", "size": 11},
+             "showarrow": False, "xref": "x domain", "x": 0, "xanchor": "left",
+             "yref": "y", "y": 1, "yanchor": "bottom"}
+        ],
+        yaxis={"title": {"text": "usage share ÷ share (lower goes first)"}, "tickformat": ".2f"},
+    )  # fmt: skip
 
 
-def health_pyramid(days: Sequence) -> go.Figure:
+def health_pyramid(days: Sequence) -> dict:
     """Availability, occupancy and impact per day, in percent (the metrics pyramid).
 
     ``days`` are ``HealthDay``s (``day``, ``availability``, ``occupancy``, ``impact``,
@@ -236,50 +242,48 @@ def health_pyramid(days: Sequence) -> go.Figure:
         ("Hourly delivery ratio", "hourly_impact", "dot"),
     ]
     colours = ["#3b6fb6", "#0f766e", "#a1662f", "#a1662f"]
-    figure = go.Figure(
-        [
-            go.Scatter(
-                name=label,
-                x=x,
-                y=[_percent(getattr(d, attribute)) for d in days],
-                mode="lines+markers",
-                line={"color": colour, "dash": dash, "width": 2},
-                marker={"size": 5},
-                hovertemplate="%{y:.2f} %",
-                connectgaps=False,
-            )
-            for (label, attribute, dash), colour in zip(series, colours, strict=True)
-        ]
-    )
+    traces = [
+        {
+            "type": "scatter",
+            "name": label,
+            "x": x,
+            "y": [_percent(getattr(d, attribute)) for d in days],
+            "mode": "lines+markers",
+            "line": {"color": colour, "dash": dash, "width": 2},
+            "marker": {"size": 5},
+            "hovertemplate": "%{y:.2f} %",
+            "connectgaps": False,
+        }
+        for (label, attribute, dash), colour in zip(series, colours, strict=True)
+    ]
     return _layout(
-        figure, yaxis={"title": {"text": "percent"}, "ticksuffix": " %", "range": [0, 105]}
+        traces, yaxis={"title": {"text": "percent"}, "ticksuffix": " %", "range": [0, 105]}
     )
 
 
-def nodes_by_state_bar(counts: Sequence) -> go.Figure:
+def nodes_by_state_bar(counts: Sequence) -> dict:
     """GPUs of the cluster by node state now, one horizontal stacked bar.
 
     ``counts`` are ``NodeStateCount``s (``state``, ``label``, ``nodes``, ``gpus``); states
     with no node are left out.
     """
     shown = [c for c in counts if c.nodes]
-    figure = go.Figure(
-        [
-            go.Bar(
-                name=f"{c.label}: {c.nodes:,} node{'' if c.nodes == 1 else 's'}",
-                y=["GPUs"],
-                x=[c.gpus],
-                orientation="h",
-                marker={"color": STATE_COLOURS.get(c.state, "#8a94a3")},
-                hovertemplate=f"{c.label}: %{{x:,}} GPUs<extra></extra>",
-            )
-            for c in shown
-        ]
-    )
+    traces = [
+        {
+            "type": "bar",
+            "name": f"{c.label}: {c.nodes:,} node{'' if c.nodes == 1 else 's'}",
+            "y": ["GPUs"],
+            "x": [c.gpus],
+            "orientation": "h",
+            "marker": {"color": STATE_COLOURS.get(c.state, "#8a94a3")},
+            "hovertemplate": f"{c.label}: %{{x:,}} GPUs<extra></extra>",
+        }
+        for c in shown
+    ]
     # No legend: the table of states under the bar uses the same colours (a legend would
     # crowd the strip on a phone).
-    _layout(
-        figure,
+    return _layout(
+        traces,
         barmode="stack",
         height=110,
         hovermode="closest",
@@ -288,4 +292,3 @@ def nodes_by_state_bar(counts: Sequence) -> go.Figure:
         xaxis={"title": None, "tickformat": ",d"},
         yaxis={"showticklabels": False, "rangemode": None},
     )
-    return figure

@@ -55,10 +55,13 @@ loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "warning")
 
 
 def post_worker_init(worker) -> None:
-    """Load every view (the URL patterns import them), then freeze what the application
-    holds (see above) after a last full collection."""
+    """Load every view (the URL patterns import them) and the charts' Plotly template, then
+    freeze what the application holds (see above) after a last full collection."""
     from django.urls import get_resolver
 
+    from governance.figures import figure_json
+
     get_resolver().url_patterns  # noqa: B018 - imports every URL module and its views
+    figure_json({"data": []})  # builds Plotly's default template once, not on a first chart
     gc.collect()
     gc.freeze()

@@ -317,7 +317,7 @@ def delivery(request: HttpRequest) -> HttpResponse:
             "teams": teams,
             "has_usage": any(r.total_gpu_seconds or r.owed_gpu_seconds for r in rows),
             "bars": figure_json(bars),
-            "bars_height": bars.layout.height,
+            "bars_height": bars["layout"]["height"],
             "timeseries": figure_json(
                 delivery_timeseries(points, bucket=bucket, now=timezone.now())
             ),

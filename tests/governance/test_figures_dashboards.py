@@ -1,7 +1,9 @@
 """The dashboards' figure builders: data of each figure from hand-made selector rows.
 
 Pure functions, so no database: the rows are the selectors' own dataclasses filled in by hand
-with round numbers, and the expected values are written out here.
+with round numbers, and the expected values are written out here. The builders return plain
+data; every figure is loaded into ``plotly.graph_objects.Figure`` here (``plotted``), which
+refuses any property Plotly does not know, and must serialize exactly as Plotly's own.
 """
 
 from __future__ import annotations
@@ -11,20 +13,44 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 
+import plotly.graph_objects as go
 import pytest
 
+from governance import figures_dashboards as builders
 from governance.figures import figure_json
-from governance.figures_dashboards import (
-    amount_tickformat,
-    delivery_bars,
-    delivery_timeseries,
-    fairshare_lines,
-    health_pyramid,
-    nodes_by_state_bar,
-)
+from governance.figures_dashboards import amount_tickformat
 from governance.selectors.fairshare import FairShareRow
 from governance.selectors.health import HealthDay, NodeStateCount
 from governance.selectors.usage import UsagePoint, UsageRow
+
+
+def plotted(figure: dict) -> go.Figure:
+    """The builder's plain figure as a checked Plotly figure: every property known to Plotly,
+    and ``figure_json`` writes of the plain data exactly what Plotly writes of the figure."""
+    checked = go.Figure(figure)
+    assert figure_json(figure) == figure_json(checked)
+    return checked
+
+
+def delivery_bars(rows):
+    return plotted(builders.delivery_bars(rows))
+
+
+def delivery_timeseries(points, **kwargs):
+    return plotted(builders.delivery_timeseries(points, **kwargs))
+
+
+def fairshare_lines(instants, rows):
+    return plotted(builders.fairshare_lines(instants, rows))
+
+
+def health_pyramid(days):
+    return plotted(builders.health_pyramid(days))
+
+
+def nodes_by_state_bar(counts):
+    return plotted(builders.nodes_by_state_bar(counts))
+
 
 H = Decimal(3600)
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -165,7 +191,7 @@ def test_nodes_by_state_leaves_out_empty_states():
 
 
 def test_figures_serialize_to_plain_json_for_the_page():
-    data = figure_json(delivery_bars([usage_row("Detection", 10, 5)]))
+    data = figure_json(builders.delivery_bars([usage_row("Detection", 10, 5)]))
     assert data["data"][0]["x"] == [10.0]
     assert data["layout"]["height"] == 220
 

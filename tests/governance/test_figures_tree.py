@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import plotly.graph_objects as go
 import pytest
 
 from governance.figures import HIDDEN_LABEL, UNALLOCATED_LABEL, figure_json, tree_sunburst
@@ -11,8 +12,12 @@ from governance.selectors.tree import TreeNode, tree_for
 from governance.selectors.visibility import user_visibility
 
 
-def trace_of(figure):
-    return figure.data[0]
+def trace_of(figure: dict):
+    """The sunburst trace of a builder's plain figure, loaded into Plotly (which refuses any
+    property it does not know); ``figure_json`` must write what Plotly writes of it."""
+    checked = go.Figure(figure)
+    assert figure_json(figure) == figure_json(checked)
+    return checked.data[0]
 
 
 def by_label(trace):
