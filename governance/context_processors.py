@@ -34,7 +34,7 @@ def navigation(request: HttpRequest) -> dict:
             {
                 "label": "Inbox",
                 "url": reverse("approval-inbox"),
-                "count": approval_inbox(user=user).count(),
+                "count": approval_inbox(user=user, visibility=vis).count(),
             }
         )
     if vis.admin_org_ids or vis.managed_program_ids or vis.pi_project_ids:

@@ -6,7 +6,7 @@ from django.db.models import Q, QuerySet
 
 from governance.choices import ApprovalState
 from governance.models import ApprovalRequest
-from governance.selectors.visibility import user_visibility
+from governance.selectors.visibility import Visibility, user_visibility
 
 
 def _with_details(requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
@@ -16,14 +16,15 @@ def _with_details(requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalReque
     ).prefetch_related("lines__program", "lines__project", "decisions__actor")
 
 
-def approval_inbox(*, user) -> QuerySet[ApprovalRequest]:
+def approval_inbox(*, user, visibility: Visibility | None = None) -> QuerySet[ApprovalRequest]:
     """Submitted requests waiting for ``user`` to decide, oldest first.
 
     A request is waiting for every manager of its parent node — org admins of its organization
     (for any request in it) and program managers of its program — except its requester, who
-    never decides their own request.
+    never decides their own request. ``visibility`` is ``user``'s when the caller has it
+    already (every page's navigation does).
     """
-    vis = user_visibility(user=user)
+    vis = visibility if visibility is not None else user_visibility(user=user)
     if vis.user_id is None:
         return ApprovalRequest.objects.none()
     requests = (

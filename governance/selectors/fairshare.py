@@ -16,14 +16,13 @@ engine then sees equal ratios and ranks the children by name.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Sum
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models import F, FloatField, Sum
+from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Program, Project, UsageDay
@@ -175,6 +174,7 @@ def _windowed_usage(
     ``t - window`` up to ``t``), read in grouped queries: by UTC day when the instants are
     midnights and the window is whole days — closed days from the daily cache
     (``UsageDay``, via ``usage_sources``), the others from the hourly rollup — else by hour.
+    A project is in an instant's figures when it has a bucket in that window.
     """
     if not instants:
         return []
@@ -187,23 +187,37 @@ def _windowed_usage(
         for t in instants
     )
     charged = F("budgeted_gpu_seconds") + F("burst_gpu_seconds")
-    buckets: dict[datetime, dict[int, float]] = defaultdict(dict)
+    step = DAY if by_day else HOUR
     start, end = window_start(instants[0]), instants[-1]
+    buckets = -(-(end - start) // step)  # those that start before ``end``
+    # Per project, its amount in each bucket from ``start`` (0.0 where it has none) and
+    # whether it has that bucket at all.
+    amounts: dict[int, list[float]] = {}
+    present: dict[int, list[bool]] = {}
+
+    def add(bucket_start: datetime, project_id: int, amount: float) -> None:
+        index = (bucket_start - start) // step
+        if project_id not in amounts:
+            amounts[project_id] = [0.0] * buckets
+            present[project_id] = [False] * buckets
+        amounts[project_id][index] += amount
+        present[project_id][index] = True
+
     if by_day:
-        step = DAY
         # Closed days from the daily cache, the rest from the hourly rollup (same figures).
         day_q, hour_q = usage_sources(cluster_ids=[cluster.pk], start=start, end=end)
         if day_q is not None:
+            # One row per (cluster, project, day) (``usage_day_unique``): no grouping needed,
+            # and float8 from the database saves a Decimal per row (the same value:
+            # both conversions round to the nearest double).
             for day, project_id, total in (
                 UsageDay.objects.filter(day_q)
-                .values_list("day", "project_id")
-                .annotate(total=Sum(charged))
+                .order_by()  # any order: each row goes to its own bucket
+                .values_list("day", "project_id", Cast(charged, FloatField()))
             ):
-                bucket = datetime(day.year, day.month, day.day, tzinfo=UTC)
-                buckets[bucket][project_id] = float(total or 0)
+                add(datetime(day.year, day.month, day.day, tzinfo=UTC), project_id, total)
         hours = UsageHour.objects.filter(hour_q) if hour_q is not None else None
     else:
-        step = HOUR
         hours = UsageHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
     if hours is not None:
         trunc = TruncDay if by_day else TruncHour
@@ -212,17 +226,18 @@ def _windowed_usage(
             .values_list("bucket", "project_id")
             .annotate(total=Sum(charged))
         ):
-            target = buckets[bucket.astimezone(UTC)]
-            target[project_id] = target.get(project_id, 0.0) + float(total or 0)
+            add(bucket.astimezone(UTC), project_id, float(total or 0))
     result = []
     for t in instants:
-        usage: dict[int, float] = defaultdict(float)
-        cursor = window_start(t)
-        while cursor < t:
-            for project_id, amount in buckets.get(cursor, {}).items():
-                usage[project_id] += amount
-            cursor += step
-        result.append(dict(usage))
+        first = (window_start(t) - start) // step
+        last = first + -(-(t - window_start(t)) // step)  # the buckets that start before t
+        result.append(
+            {
+                project_id: sum(values[first:last])  # in bucket order, as before
+                for project_id, values in amounts.items()
+                if any(present[project_id][first:last])
+            }
+        )
     return result
 
 

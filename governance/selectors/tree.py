@@ -99,18 +99,18 @@ def shares_at(*, cluster: Cluster, at: datetime | None = None) -> dict[tuple[str
     rows = (
         Allocation.objects.filter(cluster=cluster, valid_from__lte=at)
         .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=at))
-        .only("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
-    )
+        .values_list("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
+    )  # plain rows: the live cycle and the fair-share page read this for every node
     return pick_shares(
         (
             ShareRow(
-                node=("program", r.program_id) if r.program_id else ("project", r.project_id),
-                percent=r.percent,
-                valid_from=r.valid_from,
-                valid_to=r.valid_to,
-                order=(0, r.pk),
+                node=("program", program_id) if program_id else ("project", project_id),
+                percent=percent,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                order=(0, pk),
             )
-            for r in rows
+            for pk, program_id, project_id, percent, valid_from, valid_to in rows
         ),
         at,
     )

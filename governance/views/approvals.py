@@ -27,7 +27,7 @@ from governance.views.common import visibility_of
 @require_safe
 def approval_inbox_view(request: HttpRequest) -> HttpResponse:
     """Requests waiting for this user's decision, oldest first."""
-    requests = approval_inbox(user=request.user)
+    requests = approval_inbox(user=request.user, visibility=visibility_of(request))
     return render(
         request,
         "governance/inbox.html",

@@ -56,7 +56,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "assignments": assignments,
         "clusters": list(vis.clusters().select_related("organization")),
-        "inbox_count": approval_inbox(user=request.user).count(),
+        "inbox_count": approval_inbox(user=request.user, visibility=vis).count(),
         "open_mine_count": open_mine.count(),
         "may_decide": bool(vis.admin_org_ids or vis.managed_program_ids),
         "may_request": bool(vis.admin_org_ids or vis.managed_program_ids or vis.pi_project_ids),

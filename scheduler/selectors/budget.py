@@ -39,30 +39,30 @@ def cluster_budget(*, cluster: Cluster, at: datetime) -> ClusterBudget:
     """
     shares = shares_at(cluster=cluster, at=at)
     programs = list(
-        Program.objects.filter(organization_id=cluster.organization_id).only("id", "slug")
-    )
+        Program.objects.filter(organization_id=cluster.organization_id).values_list("id", "slug")
+    )  # plain rows, not model objects: the live cycle reads the tree every cycle
     projects = list(
-        Project.objects.filter(program__organization_id=cluster.organization_id).only(
+        Project.objects.filter(program__organization_id=cluster.organization_id).values_list(
             "id", "slug", "program_id"
         )
     )
-    program_slug = {p.id: p.slug for p in programs}
+    program_slug = dict(programs)
     organization_slug = cluster.organization.slug
     budget = ClusterBudget(root=BudgetNode(organization_slug, 100.0, []))
     program_nodes: dict[int, BudgetNode] = {}
-    for program in programs:
-        share = shares.get(("program", program.id), Decimal(0))
+    for program_id, slug in programs:
+        share = shares.get(("program", program_id), Decimal(0))
         if share > 0:
-            node = BudgetNode(program.slug, float(share), [])
-            program_nodes[program.id] = node
+            node = BudgetNode(slug, float(share), [])
+            program_nodes[program_id] = node
             budget.root.children.append(node)
-    for project in projects:
-        key = f"{program_slug[project.program_id]}/{project.slug}"
-        budget.keys[project.id] = key
-        share = shares.get(("project", project.id), Decimal(0))
-        parent = program_nodes.get(project.program_id)
+    for project_id, slug, program_id in projects:
+        key = f"{program_slug[program_id]}/{slug}"
+        budget.keys[project_id] = key
+        share = shares.get(("project", project_id), Decimal(0))
+        parent = program_nodes.get(program_id)
         if share > 0 and parent is not None:
             parent.children.append(BudgetNode(key, float(share), []))
-            program_share = shares[("program", project.program_id)]
-            budget.effective[project.id] = program_share * share / HUNDRED
+            program_share = shares[("program", program_id)]
+            budget.effective[project_id] = program_share * share / HUNDRED
     return budget
