@@ -9,6 +9,9 @@ template — signed in as the generated org admin, who sees all 300 projects; th
 rendered once in-process for the checks on its context. Target: median <= 300 ms per page.
 Nothing here asserts on time; the responses are checked for content.
 
+The usage report's page is measured here too, served the same way on the same year (last
+month, per project: 600 rows); ``test_bench_reports.py`` times its downloads.
+
 Run: ``make bench BENCH=tests/bench/test_bench_dashboards.py``. With ``PYTEST_ARGS=--reuse-db``
 the data stays in the test database, and a second run measures without rebuilding it (how
 the pages are measured beside ``make load``: docs/benchmarks.md). Each page's p95 over
@@ -21,6 +24,7 @@ import http.client
 import math
 import os
 import uuid
+from datetime import UTC, timedelta
 from urllib.parse import urlencode
 
 import pytest
@@ -30,6 +34,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.models import Cluster, Organization, Project
 from scheduler.models import UsageHour
@@ -173,3 +178,22 @@ def test_bench_cluster_health_last_30_days(benchmark, served, admin_client, hist
         "The pyramid per day",
     )
     assert len(response.context["report"].days) == 30
+
+
+@pytest.mark.django_db
+def test_bench_usage_report_last_month(benchmark, served, admin_client, history):
+    today = timezone.now().astimezone(UTC).date()
+    month = (today.replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
+    response = bench_page(
+        benchmark,
+        served,
+        admin_client,
+        reverse("reports:usage"),
+        {"period": "month", "month": month, "level": "project"},
+        history,
+        f"GPU usage {month}",
+    )
+    report = response.context["report"]
+    organization = Organization.objects.get(slug="usage-history-20")
+    assert {row.organization for row in report.rows} == {organization.name}
+    assert len(report.rows) == PROJECTS * CLUSTERS
