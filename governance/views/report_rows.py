@@ -9,10 +9,17 @@ database is escaped; the markup is the one the template had.
 
 from __future__ import annotations
 
-from django.utils.html import escape
+import html
+
 from django.utils.safestring import SafeString, mark_safe
 
 _DASH = "—"
+
+
+def escape(value) -> str:
+    """``value`` as HTML text: what ``django.utils.html.escape`` writes, without its
+    lazy-string wrapper (a few microseconds a call, thousands of calls a page)."""
+    return html.escape(str(value))
 
 
 def report_row_html(row, cells: dict[str, str], *, level: str) -> SafeString:
