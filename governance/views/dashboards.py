@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
@@ -234,6 +235,16 @@ def _query(request: HttpRequest, **changes) -> str:
     return f"?{encoded}" if encoded else ""
 
 
+def _query_setting(request: HttpRequest, name: str):
+    """A function ``value`` → the current query string with ``name`` set to ``value`` (last):
+    one copy of the query for a table's hundreds of links, not one per row."""
+    query = request.GET.copy()
+    query.pop(name, None)
+    encoded = query.urlencode()
+    prefix = f"?{encoded}&" if encoded else "?"
+    return lambda value: prefix + urlencode({name: value})
+
+
 def _series_span(period: Period, cluster) -> tuple[datetime, datetime, str]:
     """The time series' start, end and bucket: by the hour from the first accounted hour to
     the hour in progress when the period holds under two days of figures (a new
@@ -298,12 +309,9 @@ def delivery(request: HttpRequest) -> HttpResponse:
         bucket=bucket,
     )
     bars = delivery_bars(teams)
+    focus_url = _query_setting(request, "node")
     lines = [
-        DeliveryLine(
-            row=row,
-            level=row.depth - top,
-            focus_url=_query(request, node=f"{row.kind}-{row.id}"),
-        )
+        DeliveryLine(row=row, level=row.depth - top, focus_url=focus_url(f"{row.kind}-{row.id}"))
         for row in rows
     ]
     focus_key = focus.key if focus else None
@@ -391,10 +399,8 @@ def fairshare(request: HttpRequest) -> HttpResponse:
     children = view.children_of(chart_key) if chart_key else []
     # Each project with its program, to say why it sits where it does.
     order = [(row, view.row(row.parent)) for row in view.project_order]
-    lines = [
-        RankLine(row=row, chart_url=_query(request, parent=f"{row.kind}-{row.id}"))
-        for row in view.rows
-    ]
+    chart_url = _query_setting(request, "parent")
+    lines = [RankLine(row=row, chart_url=chart_url(f"{row.kind}-{row.id}")) for row in view.rows]
     focus_key = chart_parent.key if chart_parent else None
     for line in lines:
         line.html = rank_row_html(line, focus_key=focus_key, days=filters.days)

@@ -209,6 +209,23 @@ def test_program_manager_charts_their_program_by_default(client, personas, day):
     ]
 
 
+def test_row_links_keep_the_other_choices_and_set_their_own_node_once(client, personas, day):
+    from urllib.parse import parse_qs
+
+    vision, language = personas.program_a, personas.program_b
+    page = signed_in(client, personas.org_admin).get(
+        FAIRSHARE, {"parent": f"program-{vision.pk}", "days": "7"}
+    )
+    links = {line.row.name: parse_qs(line.chart_url[1:]) for line in page.context["lines"]}
+    assert links["Language"] == {"days": ["7"], "parent": [f"program-{language.pk}"]}
+    page = signed_in(client, personas.org_admin).get(
+        DELIVERY, {"period": "30d", "node": f"program-{vision.pk}"}
+    )
+    links = {line.row.name: parse_qs(line.focus_url[1:]) for line in page.context["lines"]}
+    assert links["Language"] == {"period": ["30d"], "node": [f"program-{language.pk}"]}
+    assert page.context["all_url"] == "?period=30d"
+
+
 def test_health_page_shows_the_pyramid(client, personas, day):
     response = signed_in(client, personas.pi).get(HEALTH, yesterday_only(day))
     assert response.status_code == 200
