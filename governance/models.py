@@ -470,11 +470,19 @@ class UsageDay(models.Model):
     the finance report and the dashboards read 24 x fewer rows here. Reads use it only for
     days below ``UsageDayCursor.until`` and the hourly rows for the rest, so the figures are
     the same with or without the cache.
+
+    ``through`` is empty for a whole day. The day in progress is also kept, as rows summing
+    its hours from midnight up to ``through`` (the hours accounting will not change again):
+    readers take them when ``UsageDayCursor.open_through`` names that ``through``, and the
+    later hours from the hourly rows, so a dashboard of today reads an hour or two of hourly
+    rows instead of up to 24. Each refresh adds the new rows before it drops those of the
+    ``through`` before last: a read that saw the previous cursor still finds its rows.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
+    through = models.DateTimeField(null=True, blank=True)
     budgeted_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=0)
     burst_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=0)
     free_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=0)
@@ -489,7 +497,16 @@ class UsageDay(models.Model):
     class Meta:
         ordering = ["day", "project_id"]
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "project", "day"], name="usage_day_unique"),
+            models.UniqueConstraint(
+                fields=["cluster", "project", "day"],
+                condition=models.Q(through__isnull=True),
+                name="usage_day_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["cluster", "project", "day", "through"],
+                condition=models.Q(through__isnull=False),
+                name="usage_day_part_unique",
+            ),
         ]
         indexes = [
             # Reports and dashboards: every project of a cluster over a range of days.
@@ -497,14 +514,18 @@ class UsageDay(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.project_id} @ {self.day:%Y-%m-%d}"
+        part = f" until {self.through:%H:%M}" if self.through else ""
+        return f"{self.project_id} @ {self.day:%Y-%m-%d}{part}"
 
 
 class UsageDayCursor(models.Model):
-    """Days before ``until`` of one cluster are in ``UsageDay`` (one row per cluster)."""
+    """Days before ``until`` of one cluster are in ``UsageDay`` (one row per cluster), and
+    the hours of day ``until`` before ``open_through`` (when set) in its rows with that
+    ``through``."""
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="+")
     until = models.DateField()
+    open_through = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.cluster_id} daily usage until {self.until}"

@@ -207,9 +207,9 @@ def _windowed_usage(
         # Closed days from the daily cache, the rest from the hourly rollup (same figures).
         day_q, hour_q = usage_sources(cluster_ids=[cluster.pk], start=start, end=end)
         if day_q is not None:
-            # One row per (cluster, project, day) (``usage_day_unique``): no grouping needed,
-            # and float8 from the database saves a Decimal per row (the same value:
-            # both conversions round to the nearest double).
+            # One row per project and day (``usage_sources`` takes whole days and one set of
+            # the open day's rows): no grouping needed, and float8 from the database saves a
+            # Decimal per row (the same value: both conversions round to the nearest double).
             for day, project_id, total in (
                 UsageDay.objects.filter(day_q)
                 .order_by()  # any order: each row goes to its own bucket

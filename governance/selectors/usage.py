@@ -235,15 +235,21 @@ def usage_sources(
     """Filters for ``UsageDay`` and ``UsageHour`` that together cover ``[start, end)`` of
     each cluster exactly once.
 
-    Whole UTC days below the cluster's ``UsageDayCursor`` come from the daily cache; the
-    partial days at the ends, the days not yet cached and the days in ``split_days``
-    (``{cluster_id: set of dates}``, e.g. a cost rate changing mid-day) come from the hourly
-    rows. Either filter is ``None`` when it selects nothing.
+    Whole UTC days below the cluster's ``UsageDayCursor.until`` come from the daily cache;
+    so do the open day's hours before ``open_through`` when the period takes that day from
+    its midnight past them. The partial days at the ends, the days not yet cached, the rest
+    of the open day and the days in ``split_days`` (``{cluster_id: set of dates}``, e.g. a
+    cost rate changing mid-day) come from the hourly rows. Either filter is ``None`` when
+    it selects nothing. The cursors are read once, so a refresh running meanwhile changes
+    nothing a reader takes (it keeps the rows it replaces one refresh longer).
     """
     split_days = split_days or {}
-    until = dict(
-        UsageDayCursor.objects.filter(cluster_id__in=cluster_ids).values_list("cluster_id", "until")
-    )
+    cursors = {
+        cluster_id: (until, open_through)
+        for cluster_id, until, open_through in UsageDayCursor.objects.filter(
+            cluster_id__in=cluster_ids
+        ).values_list("cluster_id", "until", "open_through")
+    }
     day_q: Q | None = None
     hour_q: Q | None = None
 
@@ -256,23 +262,36 @@ def usage_sources(
     def add_days(cluster_id: int, a, b) -> None:
         nonlocal day_q
         if a < b:
-            q = Q(cluster_id=cluster_id, day__gte=a, day__lt=b)
+            q = Q(cluster_id=cluster_id, day__gte=a, day__lt=b, through__isnull=True)
             day_q = q if day_q is None else day_q | q
 
     for cluster_id in cluster_ids:
         first = _ceil_day(start)
-        last = min(end.astimezone(UTC).date(), until.get(cluster_id, first))
+        until, open_through = cursors.get(cluster_id, (first, None))
+        last = min(end.astimezone(UTC).date(), until)
         if last <= first:
-            add_hours(cluster_id, start, end)
-            continue
-        add_hours(cluster_id, start, _midnight(first))
-        day = first
-        for split in sorted(d for d in split_days.get(cluster_id, ()) if first <= d < last):
-            add_days(cluster_id, day, split)
-            add_hours(cluster_id, _midnight(split), _midnight(split) + timedelta(days=1))
-            day = split + timedelta(days=1)
-        add_days(cluster_id, day, last)
-        add_hours(cluster_id, _midnight(last), end)
+            rest = start
+        else:
+            add_hours(cluster_id, start, _midnight(first))
+            day = first
+            for split in sorted(d for d in split_days.get(cluster_id, ()) if first <= d < last):
+                add_days(cluster_id, day, split)
+                add_hours(cluster_id, _midnight(split), _midnight(split) + timedelta(days=1))
+                day = split + timedelta(days=1)
+            add_days(cluster_id, day, last)
+            rest = _midnight(last)
+        # The open day's cached hours, when what is left starts at its midnight and runs
+        # past them (and the day is not one to read hour by hour).
+        if (
+            open_through is not None
+            and rest == _midnight(until)
+            and open_through <= end
+            and until not in split_days.get(cluster_id, ())
+        ):
+            q = Q(cluster_id=cluster_id, day=until, through=open_through)
+            day_q = q if day_q is None else day_q | q
+            rest = open_through
+        add_hours(cluster_id, rest, end)
     return day_q, hour_q
 
 

@@ -37,13 +37,14 @@ logger = logging.getLogger(__name__)
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-# One UsageDay row per (project, UTC day) from the hourly rollup of one cluster.
+# One UsageDay row per (project, UTC day) from the hourly rollup of one cluster: whole days
+# (``through`` empty) or the open day's hours up to ``through``.
 _ROLL_DAYS_SQL = """
 INSERT INTO {day_table}
-    (cluster_id, project_id, day, budgeted_gpu_seconds, burst_gpu_seconds, free_gpu_seconds,
-     entitled_gpu_seconds, demand_gpu_seconds, owed_gpu_seconds,
+    (cluster_id, project_id, day, through, budgeted_gpu_seconds, burst_gpu_seconds,
+     free_gpu_seconds, entitled_gpu_seconds, demand_gpu_seconds, owed_gpu_seconds,
      hourly_owed_delivered_gpu_seconds, no_share_budgeted_gpu_seconds)
-SELECT cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date,
+SELECT cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date, %s::timestamptz,
        SUM(budgeted_gpu_seconds), SUM(burst_gpu_seconds), SUM(free_gpu_seconds),
        SUM(entitled_gpu_seconds), SUM(demand_gpu_seconds),
        SUM(LEAST(entitled_gpu_seconds, demand_gpu_seconds)),
@@ -53,22 +54,49 @@ SELECT cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date,
 FROM {hour_table}
 WHERE cluster_id = %s AND hour >= %s AND hour < %s
 GROUP BY cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date
-ON CONFLICT (cluster_id, project_id, day) DO NOTHING
+ON CONFLICT {conflict} DO NOTHING
 """
+_WHOLE_DAYS = "(cluster_id, project_id, day) WHERE through IS NULL"
+_OPEN_DAY = "(cluster_id, project_id, day, through) WHERE through IS NOT NULL"
 
 
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, datetime.min.time(), tzinfo=UTC)
 
 
+def _roll(cluster: Cluster, start: datetime, end: datetime, through: datetime | None) -> None:
+    """Insert the daily cache's rows of ``cluster``'s hours in ``[start, end)``: whole days
+    (``through`` None) or the open day's hours before ``through``."""
+    from scheduler.models import UsageHour
+
+    sql = _ROLL_DAYS_SQL.format(
+        day_table=UsageDay._meta.db_table,
+        hour_table=UsageHour._meta.db_table,
+        conflict=_WHOLE_DAYS if through is None else _OPEN_DAY,
+    )
+    with connection.cursor() as db:
+        db.execute(sql, [through, cluster.pk, start, end])
+
+
+def _open_through(final: datetime, until: date) -> datetime | None:
+    """How far the open day ``until`` can be cached: up to ``final`` (the hour before which
+    accounting will not write again) when that is inside the day, else not at all."""
+    if final.date() == until and final > _midnight(until):
+        return final
+    return None
+
+
 def usage_days_refresh(*, cluster: Cluster) -> int:
-    """Roll ``cluster``'s closed days into the daily cache; return how many days were added.
+    """Roll ``cluster``'s closed days into the daily cache, and the open day's final hours;
+    return how many whole days were added.
 
     A day is closed when usage accounting has passed its end by an hour
     (``AccountingCursor``): accounting only writes at or after its cursor, so the hourly
-    rows of earlier hours never change again. Idempotent and safe to run
-    concurrently (the cursor row is locked; rows already there are kept). A no-op on
-    SQLite (reports then read the hourly rows: the same figures, slower).
+    rows of earlier hours never change again. The open day's rows are remade when that
+    hour moves (once an hour); the rows they replace stay one refresh longer for a read
+    that began before. Idempotent and safe to run concurrently (the cursor row is locked;
+    rows already there are kept); reads nothing but the two cursors when there is nothing
+    to roll. A no-op on SQLite (reports then read the hourly rows: the same figures, slower).
     """
     from scheduler.models import AccountingCursor, UsageHour
 
@@ -82,11 +110,16 @@ def usage_days_refresh(*, cluster: Cluster) -> int:
     if accounted is None:
         return 0
     # An hour of margin: the runs' ledger and the entitlement pass may be a moment apart.
-    sealed = (accounted - timedelta(hours=1)).astimezone(UTC).date()
-    until = UsageDayCursor.objects.filter(cluster=cluster).values_list("until", flat=True).first()
-    if until is not None and until >= sealed:
-        # Nothing to roll: no lock and no write (pages and the API call this on every read).
-        return 0
+    final = (accounted - timedelta(hours=1)).astimezone(UTC)
+    final = final.replace(minute=0, second=0, microsecond=0)
+    sealed = final.date()
+    current = UsageDayCursor.objects.filter(cluster=cluster).values_list("until", "open_through")
+    current = current.first()
+    if current is not None:
+        until, open_through = current
+        if until >= sealed and open_through == _open_through(final, until):
+            # Nothing to roll: no lock and no write (pages and the API call this on every read).
+            return 0
     with transaction.atomic():
         cursor, created = UsageDayCursor.objects.select_for_update().get_or_create(
             cluster=cluster, defaults={"until": sealed}
@@ -94,33 +127,38 @@ def usage_days_refresh(*, cluster: Cluster) -> int:
         if created:
             first = UsageHour.objects.filter(cluster=cluster).order_by("hour").first()
             cursor.until = min(first.hour.astimezone(UTC).date(), sealed) if first else sealed
-            if cursor.until >= sealed:
-                cursor.save(update_fields=["until"])
-                return 0
-        if cursor.until >= sealed:
-            return 0
-        sql = _ROLL_DAYS_SQL.format(
-            day_table=UsageDay._meta.db_table, hour_table=UsageHour._meta.db_table
-        )
-        with connection.cursor() as db:
-            db.execute(sql, [cluster.pk, _midnight(cursor.until), _midnight(sealed)])
-        added = (sealed - cursor.until).days
-        cursor.until = sealed
-        cursor.save(update_fields=["until"])
+        added = 0
+        if cursor.until < sealed:
+            _roll(cluster, _midnight(cursor.until), _midnight(sealed), None)
+            added = (sealed - cursor.until).days
+            cursor.until = sealed
+        wanted = _open_through(final, cursor.until)
+        if wanted != cursor.open_through:
+            if wanted is not None:
+                _roll(cluster, _midnight(cursor.until), wanted, wanted)
+            # Keep the rows a read that saw the cursor before this refresh may still take.
+            kept = [t for t in (wanted, cursor.open_through) if t is not None]
+            UsageDay.objects.filter(cluster=cluster, through__isnull=False).exclude(
+                through__in=kept
+            ).delete()
+            cursor.open_through = wanted
+        cursor.save(update_fields=["until", "open_through"])
     return added
 
 
 def usage_days_reopen(*, cluster_id: int, since: date) -> int:
     """Hourly usage was written for ``since`` (a late import of an external job): drop the
-    cluster's cached days from ``since`` on and move its cursor back there, so every reader
-    takes those days from the hourly rows until ``usage_days_refresh`` rolls them again.
-    Returns the cached rows dropped. Call it inside the transaction that wrote the hours."""
+    cluster's cached days from ``since`` on (the open day's rows too) and move its cursor
+    back there, so every reader takes those days from the hourly rows until
+    ``usage_days_refresh`` rolls them again. Returns the cached rows dropped. Call it inside
+    the transaction that wrote the hours."""
     cursor = UsageDayCursor.objects.select_for_update().filter(cluster_id=cluster_id).first()
-    if cursor is None or cursor.until <= since:
+    if cursor is None or cursor.until < since:
         return 0
     dropped, _ = UsageDay.objects.filter(cluster_id=cluster_id, day__gte=since).delete()
     cursor.until = since
-    cursor.save(update_fields=["until"])
+    cursor.open_through = None
+    cursor.save(update_fields=["until", "open_through"])
     return dropped
 
 
