@@ -373,6 +373,11 @@ def _add_row(target: UsageRow, source: UsageRow) -> None:
         setattr(target, name, getattr(target, name) + getattr(source, name))
 
 
+# Up to this many projects the rollup query names them; beyond, it groups every project of the
+# clusters and the rows are filtered here (binding hundreds of ids cost more than the rows).
+_LISTED_PROJECTS = 100
+
+
 def usage_by_tree_node(
     *, visibility, cluster: Cluster | None, start: datetime, end: datetime
 ) -> list[UsageRow]:
@@ -406,15 +411,14 @@ def usage_by_tree_node(
     ):
         if where is None:
             continue
-        rows = (
-            model.objects.filter(where, project_id__in=list(project_rows))
-            .order_by()
-            .values("project_id", "cluster_id")
-            .annotate(**aggregates)
-        )
+        rows = model.objects.filter(where)
+        if len(project_rows) <= _LISTED_PROJECTS:
+            rows = rows.filter(project_id__in=list(project_rows))
+        rows = rows.order_by().values("project_id", "cluster_id").annotate(**aggregates)
         for item in rows:
             key = (item.pop("project_id"), item.pop("cluster_id"))
-            add_sums(sums.setdefault(key, {}), item)
+            if key[0] in project_rows:  # only the projects the user wholly sees
+                add_sums(sums.setdefault(key, {}), item)
     for (project_id, _cluster_id), item in sums.items():
         _add_project_sums(project_rows[project_id], item)
 
@@ -436,14 +440,16 @@ def usage_by_tree_node(
 
     ordered: list[UsageRow] = []
     placed: set[tuple[str, int]] = set()
+    projects_of: dict[int, list] = {}
+    for project in projects:
+        projects_of.setdefault(project.program_id, []).append(project)
 
     def place_program(program_row: UsageRow) -> None:
         ordered.append(program_row)
         placed.add(program_row.key)
-        for project in projects:
-            if project.program_id == program_row.id:
-                ordered.append(project_rows[project.pk])
-                placed.add(("project", project.pk))
+        for project in projects_of.get(program_row.id, ()):
+            ordered.append(project_rows[project.pk])
+            placed.add(("project", project.pk))
 
     for org in organizations:
         ordered.append(org_rows[org.pk])

@@ -384,3 +384,21 @@ def test_figures_are_the_same_from_the_daily_cache(scenario):
     assert figures() == hourly
     assert daily_points() == hourly_points
     assert hourly_points[1] == (datetime(2026, 10, 5, tzinfo=UTC), 37 * H, 38 * H)
+
+
+@pytest.mark.parametrize("persona", ["finance", "org_admin", "program_manager", "pi"])
+@pytest.mark.parametrize("cluster", ["h100", "all"])
+def test_rows_are_the_same_whether_the_query_names_the_projects_or_not(
+    scenario, monkeypatch, persona, cluster
+):
+    """Beyond a hundred projects the rollup query groups every project and the rows are
+    filtered in Python: each persona must get exactly the rows and figures it got before."""
+    import governance.selectors.usage as usage
+
+    user = getattr(scenario, persona)
+    the_cluster = scenario.cluster if cluster == "h100" else None
+    _, named = _rows(user, the_cluster)
+    monkeypatch.setattr(usage, "_LISTED_PROJECTS", 0)
+    _, grouped = _rows(user, the_cluster)
+    assert [vars(row) for row in grouped] == [vars(row) for row in named]
+    assert named  # every persona here sees at least its own node

@@ -227,7 +227,18 @@ class Command(BaseCommand):
                 f"{cluster.slug}: {days} days in the daily cache ({time.monotonic() - began:.0f} s)"
             )
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE governance_usageday")
+            # The planner's statistics of every table written here, as autovacuum would
+            # gather later: without them it takes a 300-project tree for one row and picks
+            # nested loops over the daily cache (60 ms instead of 5 for a week's chart).
+            for table in (
+                "governance_usageday",
+                "governance_organization",
+                "governance_program",
+                "governance_project",
+                "governance_allocation",
+                "governance_cluster",
+            ):
+                cursor.execute(f"ANALYZE {table}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"{slug}: {projects} projects on {clusters} clusters, {days} days "
