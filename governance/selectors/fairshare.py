@@ -210,12 +210,18 @@ def _windowed_usage(
             # One row per project and day (``usage_sources`` takes whole days and one set of
             # the open day's rows): no grouping needed, and float8 from the database saves a
             # Decimal per row (the same value: both conversions round to the nearest double).
+            first_day = start.date()
             for day, project_id, total in (
                 UsageDay.objects.filter(day_q)
                 .order_by()  # any order: each row goes to its own bucket
                 .values_list("day", "project_id", Cast(charged, FloatField()))
             ):
-                add(datetime(day.year, day.month, day.day, tzinfo=UTC), project_id, total)
+                index = (day - first_day).days
+                if project_id not in amounts:
+                    amounts[project_id] = [0.0] * buckets
+                    present[project_id] = [False] * buckets
+                amounts[project_id][index] += total
+                present[project_id][index] = True
         hours = UsageHour.objects.filter(hour_q) if hour_q is not None else None
     else:
         hours = UsageHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
