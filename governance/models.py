@@ -7,6 +7,7 @@ user may see go through ``governance.selectors.visibility``.
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 
 from django.conf import settings
@@ -521,11 +522,14 @@ class UsageDay(models.Model):
 class UsageDayCursor(models.Model):
     """Days before ``until`` of one cluster are in ``UsageDay`` (one row per cluster), and
     the hours of day ``until`` before ``open_through`` (when set) in its rows with that
-    ``through``."""
+    ``through``. ``generation`` changes whenever usage the cache holds, or hours accounting
+    had finished, were written again (``usage_days_reopen``) and with a new cursor: a figure
+    kept under the cursor's state is then never taken again."""
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="+")
     until = models.DateField()
     open_through = models.DateTimeField(null=True, blank=True)
+    generation = models.UUIDField(default=uuid.uuid4)
 
     def __str__(self) -> str:
         return f"{self.cluster_id} daily usage until {self.until}"

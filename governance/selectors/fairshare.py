@@ -21,11 +21,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster, Program, Project, UsageDay
+from governance.models import Allocation, Cluster, Program, Project, UsageDay, UsageDayCursor
 from governance.selectors.tree import shares_at
 from governance.selectors.usage import first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
@@ -247,6 +248,57 @@ def _windowed_usage(
     return result
 
 
+# How long a past window's usage is kept: it never changes (see ``_past_usage``); a day
+# bounds the memory of instants no page asks for any more.
+PAST_USAGE_SECONDS = 86400
+
+
+def _past_usage(
+    cluster: Cluster, instants: list[datetime], window: timedelta
+) -> list[dict[int, float]]:
+    """``_windowed_usage`` at past ``instants``, kept in Django's cache when every hour it
+    reads is final.
+
+    The hours before ``AccountingCursor.accounted_until`` minus an hour are never written
+    again, except by a late import or a rebuild, which both change the daily cache's
+    ``generation``. So when the last instant is at or before that hour, the figures are
+    fixed by the cursor's state (``until``, ``open_through``, ``generation``) and kept under
+    it; otherwise (the first hour after midnight, or accounting behind) they are read.
+    """
+    if not instants:
+        return []
+    from scheduler.models import AccountingCursor
+
+    accounted = (
+        AccountingCursor.objects.filter(cluster=cluster)
+        .values_list("accounted_until", flat=True)
+        .first()
+    )
+    state = (
+        UsageDayCursor.objects.filter(cluster=cluster)
+        .values_list("until", "open_through", "generation")
+        .first()
+    )
+    if accounted is None or state is None or instants[-1] > accounted - HOUR:
+        return _windowed_usage(cluster, instants, window)
+    until, open_through, generation = state
+    key = "fairshare:past-usage:" + ":".join(
+        [
+            str(cluster.pk),
+            str(int(window.total_seconds())),
+            str(until),
+            open_through.isoformat() if open_through else "-",
+            generation.hex,
+            ",".join(str(int(t.timestamp())) for t in instants),
+        ]
+    )
+    found = cache.get(key)
+    if found is None:
+        found = _windowed_usage(cluster, instants, window)
+        cache.set(key, found, PAST_USAGE_SECONDS)
+    return found
+
+
 def _budgets_at(cluster: Cluster, instants: list[datetime]) -> list[ClusterBudget]:
     """``cluster_budget`` at each instant, built once per distinct set of share rows."""
     rows = list(
@@ -459,7 +511,7 @@ def fairshare_ranking(
     programs_by_slug = {p.slug: p.id for p in programs}
 
     instants = _history_instants(now, days, first_accounted_hour(cluster=cluster, until=now))
-    past_usage = _windowed_usage(cluster, instants[:-1], window)
+    past_usage = _past_usage(cluster, instants[:-1], window)
     current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
     budgets = _budgets_at(cluster, instants)
     indexes: dict[int, _TreeIndex] = {}  # by budget: instants with the same shares share one

@@ -8,6 +8,7 @@ does, so each sending is recorded in ``MonthlyReportDelivery`` in the same trans
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
@@ -153,12 +154,17 @@ def usage_days_reopen(*, cluster_id: int, since: date) -> int:
     ``usage_days_refresh`` rolls them again. Returns the cached rows dropped. Call it inside
     the transaction that wrote the hours."""
     cursor = UsageDayCursor.objects.select_for_update().filter(cluster_id=cluster_id).first()
-    if cursor is None or cursor.until < since:
+    if cursor is None:
+        return 0
+    # Figures kept under the cursor's state may hold these hours, cached here or not.
+    cursor.generation = uuid.uuid4()
+    if cursor.until < since:
+        cursor.save(update_fields=["generation"])
         return 0
     dropped, _ = UsageDay.objects.filter(cluster_id=cluster_id, day__gte=since).delete()
     cursor.until = since
     cursor.open_through = None
-    cursor.save(update_fields=["until", "open_through"])
+    cursor.save(update_fields=["until", "open_through", "generation"])
     return dropped
 
 
