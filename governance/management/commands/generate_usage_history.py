@@ -157,6 +157,12 @@ class Command(BaseCommand):
             help="Last day (exclusive), YYYY-MM-DD in UTC; default: today.",
         )
         parser.add_argument(
+            "--until-now",
+            action="store_true",
+            help="End at the current hour instead of midnight, as a live cluster whose "
+            "accounting is current (today's hours so far are in the history).",
+        )
+        parser.add_argument(
             "--no-ledger",
             action="store_true",
             help="Write the hourly rollup only (faster; rebuild_usage would then empty it).",
@@ -172,7 +178,11 @@ class Command(BaseCommand):
             raise CommandError(f"--clusters must be between 1 and {len(GPU_TYPES)}.")
         if not 1 <= days <= 3660:
             raise CommandError("--days must be between 1 and 3660.")
-        if options["end"]:
+        if options["end"] and options["until_now"]:
+            raise CommandError("Give --end or --until-now, not both.")
+        if options["until_now"]:
+            end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        elif options["end"]:
             day = calendar_day(options["end"])
             if day is None:
                 raise CommandError("--end must be a date, YYYY-MM-DD.")
