@@ -39,7 +39,9 @@ XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 # One UsageDay row per (project, UTC day) from the hourly rollup of one cluster: whole days
-# (``through`` empty) or the open day's hours up to ``through``.
+# (``through`` empty) or the open day's hours up to ``through``. Written day by day, as they
+# are read: a first roll of a year in project order left each day's rows on as many pages
+# as projects (a month's report read 3,379 pages for 18,000 rows; 286 in day order).
 _ROLL_DAYS_SQL = """
 INSERT INTO {day_table}
     (cluster_id, project_id, day, through, budgeted_gpu_seconds, burst_gpu_seconds,
@@ -55,6 +57,7 @@ SELECT cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date, %s::timestamptz,
 FROM {hour_table}
 WHERE cluster_id = %s AND hour >= %s AND hour < %s
 GROUP BY cluster_id, project_id, (hour AT TIME ZONE 'UTC')::date
+ORDER BY 3, 2
 ON CONFLICT {conflict} DO NOTHING
 """
 _WHOLE_DAYS = "(cluster_id, project_id, day) WHERE through IS NULL"
