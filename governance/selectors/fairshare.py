@@ -16,6 +16,7 @@ engine then sees equal ratios and ranks the children by name.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -26,9 +27,9 @@ from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster, Program, Project, UsageDay, UsageDayCursor
+from governance.models import Allocation, Cluster, Program, Project, UsageDay
 from governance.selectors.tree import shares_at
-from governance.selectors.usage import first_accounted_hour, usage_sources
+from governance.selectors.usage import final_usage_state, first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
@@ -248,7 +249,7 @@ def _windowed_usage(
     return result
 
 
-# How long a past window's usage is kept: it never changes (see ``_past_usage``); a day
+# How long a past window's usage is kept: it never changes (``final_usage_state``); a day
 # bounds the memory of instants no page asks for any more.
 PAST_USAGE_SECONDS = 86400
 
@@ -256,42 +257,16 @@ PAST_USAGE_SECONDS = 86400
 def _past_usage(
     cluster: Cluster, instants: list[datetime], window: timedelta
 ) -> list[dict[int, float]]:
-    """``_windowed_usage`` at past ``instants``, kept in Django's cache when every hour it
-    reads is final.
-
-    The hours before ``AccountingCursor.accounted_until`` minus an hour are never written
-    again, except by a late import or a rebuild, which both change the daily cache's
-    ``generation``. So when the last instant is at or before that hour, the figures are
-    fixed by the cursor's state (``until``, ``open_through``, ``generation``) and kept under
-    it; otherwise (the first hour after midnight, or accounting behind) they are read.
-    """
+    """``_windowed_usage`` at past ``instants``, kept in Django's cache while every hour it
+    reads is final (``final_usage_state``); read every time otherwise (the first hour after
+    midnight, or accounting behind)."""
     if not instants:
         return []
-    from scheduler.models import AccountingCursor
-
-    accounted = (
-        AccountingCursor.objects.filter(cluster=cluster)
-        .values_list("accounted_until", flat=True)
-        .first()
-    )
-    state = (
-        UsageDayCursor.objects.filter(cluster=cluster)
-        .values_list("until", "open_through", "generation")
-        .first()
-    )
-    if accounted is None or state is None or instants[-1] > accounted - HOUR:
+    state = final_usage_state(cluster_ids=[cluster.pk], end=instants[-1])
+    if state is None:
         return _windowed_usage(cluster, instants, window)
-    until, open_through, generation = state
-    key = "fairshare:past-usage:" + ":".join(
-        [
-            str(cluster.pk),
-            str(int(window.total_seconds())),
-            str(until),
-            open_through.isoformat() if open_through else "-",
-            generation.hex,
-            ",".join(str(int(t.timestamp())) for t in instants),
-        ]
-    )
+    described = repr((state, window.total_seconds(), [t.timestamp() for t in instants]))
+    key = "fairshare:past-usage:" + hashlib.sha256(described.encode()).hexdigest()
     found = cache.get(key)
     if found is None:
         found = _windowed_usage(cluster, instants, window)

@@ -295,6 +295,40 @@ def usage_sources(
     return day_q, hour_q
 
 
+def final_usage_state(*, cluster_ids: list[int], end: datetime) -> str | None:
+    """A name for the usage of ``cluster_ids`` before ``end`` when all of it is final, else
+    None: a figure made only of that usage may be kept under this name.
+
+    The hours before ``AccountingCursor.accounted_until`` minus an hour are never written
+    again (the daily cache seals days by the same rule), except by a late import or a
+    rebuild, which both give the cluster's daily-cache cursor a new ``generation``
+    (``usage_days_reopen``, or a new cursor). The name carries each cluster's cursor state,
+    so such a write, or a roll of the cache, names the usage anew. None without accounting
+    or a daily cache (SQLite, a new installation), or when ``end`` is past the final hour.
+    """
+    accounted = dict(
+        AccountingCursor.objects.filter(cluster_id__in=cluster_ids).values_list(
+            "cluster_id", "accounted_until"
+        )
+    )
+    states = {
+        cluster_id: (until, open_through, generation)
+        for cluster_id, until, open_through, generation in UsageDayCursor.objects.filter(
+            cluster_id__in=cluster_ids
+        ).values_list("cluster_id", "until", "open_through", "generation")
+    }
+    parts = []
+    for cluster_id in sorted(set(cluster_ids)):
+        if cluster_id not in accounted or cluster_id not in states:
+            return None
+        if end > accounted[cluster_id] - timedelta(hours=1):
+            return None
+        until, open_through, generation = states[cluster_id]
+        through = open_through.isoformat() if open_through else "-"
+        parts.append(f"{cluster_id}/{until}/{through}/{generation.hex}")
+    return ",".join(parts) if parts else None
+
+
 # The daily cache's columns under the names of HOUR_AGGREGATES.
 DAY_AGGREGATES = {
     "budgeted": Sum("budgeted_gpu_seconds"),

@@ -240,3 +240,52 @@ def test_a_rate_changing_mid_day_applies_from_the_hour_it_covers_cached_or_not(o
         assert report.totals.total_gpu_seconds == D("3616200.750001")
         assert report.totals.cost == D("4520.50")
     assert [vars(r) for r in cached.rows] == [vars(r) for r in hourly.rows]
+
+
+def _accounted(october, until: datetime) -> None:
+    from governance.services.reports import usage_days_refresh
+    from scheduler.models import AccountingCursor
+
+    for cluster in (october.cluster, october.b200):
+        AccountingCursor.objects.update_or_create(
+            cluster=cluster, defaults={"accounted_until": until}
+        )
+        usage_days_refresh(cluster=cluster)
+
+
+def _lines(report):
+    return [vars(row) for row in report.rows]
+
+
+def test_a_finished_month_is_kept_until_its_usage_or_its_rates_change(october):
+    _accounted(october, at(2026, 11, 20))
+    first = report_for(october.finance)
+    assert _lines(report_for(october.finance)) == _lines(first)  # the kept sums
+    # A repair writes October again (the ledger rebuilt, as after a late import).
+    write_usage(october.project_a2, october.cluster, at(2026, 10, 7, 3), budgeted=D(7200))
+    usage_rebuild(cluster=october.cluster)
+    _accounted(october, at(2026, 11, 20))
+    segmentation = {r.project: r for r in report_for(october.finance).rows}["Segmentation"]
+    assert segmentation.budgeted_gpu_seconds == D(7200) + D("0.000001")
+    # A rate for October decided afterwards.
+    CostRate.objects.create(
+        gpu_type="b200", rate_per_gpu_hour=D("5.00"), valid_from=at(2026, 10, 1)
+    )
+    translation = {r.project: r for r in report_for(october.finance).rows}["Translation"]
+    assert translation.cost == D("5000.00")  # 1,000 GPU-hours at 5.00
+
+
+def test_a_month_accounting_may_still_write_into_is_read_every_time(october):
+    from scheduler.models import UsageHour
+
+    _accounted(october, at(2026, 10, 20))
+    before = {r.project: r for r in report_for(october.finance).rows}
+    # Accounting writes the hour it is in (not final yet): the next report shows it.
+    UsageHour.objects.create(
+        project=october.project_b2, cluster=october.cluster, hour=at(2026, 10, 19, 23),
+        budgeted_gpu_seconds=D(1800), burst_gpu_seconds=0, free_gpu_seconds=0,
+        entitled_gpu_seconds=D(3600), demand_gpu_seconds=D(1800),
+    )  # fmt: skip
+    after = {r.project: r for r in report_for(october.finance).rows}
+    assert "Summaries" not in before or before["Summaries"].budgeted_gpu_seconds == 0
+    assert after[october.project_b2.name].budgeted_gpu_seconds == D(1800)
