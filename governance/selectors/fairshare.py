@@ -28,7 +28,6 @@ from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Program, Project, UsageDay
-from governance.selectors.tree import shares_at
 from governance.selectors.usage import final_usage_state, first_accounted_hour, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
@@ -383,7 +382,7 @@ def _visible_rows(
     projects: list[Project],
     ranked: list[_Ranked],
     offers: OfferOrder,
-    now: datetime,
+    budget_now: ClusterBudget,
 ) -> list[FairShareRow]:
     """The rows the viewer sees, depth-first in ranking order: the organization, each
     visible program, then its visible projects (first-to-go first, unbudgeted last)."""
@@ -401,7 +400,7 @@ def _visible_rows(
     sees_org = visibility.organizations().filter(pk=organization_id).exists()
     whole = _whole_keys(visibility, organization_id, programs, projects)
     # Shares of every node now (percent of the parent), also those the engine leaves out.
-    shares_now = shares_at(cluster=cluster, at=now)
+    shares_now = budget_now.shares
 
     def make(kind: str, obj, depth: int, parent) -> FairShareRow:
         key = (kind, obj.id)
@@ -506,7 +505,7 @@ def fairshare_ranking(
         project_ids=all_project_ids,
         now=now,
     )
-    rows = _visible_rows(visibility, cluster, programs, projects, ranked, offers, now)
+    rows = _visible_rows(visibility, cluster, programs, projects, ranked, offers, budgets[-1])
     project_rows = [row for row in rows if row.kind == "project"]
     project_order = sorted(
         project_rows, key=lambda r: (r.order_position is None, r.order_position or 0, r.name)

@@ -21,11 +21,14 @@ class ClusterBudget:
     without one are unbudgeted for the engine). ``effective`` is each budgeted project's
     effective share in percent of the cluster. ``keys`` maps project id → the engine's
     project name (``program-slug/project-slug``: readable in reasons, unique in the org).
+    ``shares`` is every node's share in force (``governance.selectors.tree.shares_at``), also
+    those the engine leaves out.
     """
 
     root: BudgetNode
     effective: dict[int, Decimal] = field(default_factory=dict)
     keys: dict[int, str] = field(default_factory=dict)
+    shares: dict[tuple[str, int], Decimal] = field(default_factory=dict)
 
     def key(self, project_id: int) -> str:
         """The engine's name for a project (also for projects outside the cluster's org)."""
@@ -48,7 +51,7 @@ def cluster_budget(*, cluster: Cluster, at: datetime) -> ClusterBudget:
     )
     program_slug = dict(programs)
     organization_slug = cluster.organization.slug
-    budget = ClusterBudget(root=BudgetNode(organization_slug, 100.0, []))
+    budget = ClusterBudget(root=BudgetNode(organization_slug, 100.0, []), shares=shares)
     program_nodes: dict[int, BudgetNode] = {}
     for program_id, slug in programs:
         share = shares.get(("program", program_id), Decimal(0))
