@@ -24,6 +24,8 @@ UNALLOCATED_COLOUR = "#e4e7eb"
 HIDDEN_COLOUR = "#c9ced6"
 DARK_TEXT = "#1f2933"
 LIGHT_TEXT = "#ffffff"
+# The pages' own font stack, in every chart.
+FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13}
 UNALLOCATED_LABEL = "Unallocated"
 HIDDEN_LABEL = "Not visible to you"
 # Below this (percent of the cluster) a rest is rounding noise, not a wedge worth drawing.
@@ -137,7 +139,7 @@ def tree_sunburst(root, *, cluster_gpus: int) -> dict:
     layout = {
         "margin": {"t": 8, "l": 8, "r": 8, "b": 8},
         "paper_bgcolor": "rgba(0,0,0,0)",
-        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
+        "font": FONT,
     }
     return {"data": [sunburst], "layout": layout}
 

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from governance.figures import PROGRAM_COLOURS
+from governance.figures import FONT, PROGRAM_COLOURS
 
-FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13}
 OWED_COLOUR = "#9aa9bb"
 DELIVERED_COLOUR = "#0f766e"
 ENTITLED_COLOUR = "#3b6fb6"

@@ -16,19 +16,17 @@ engine then sees equal ratios and ranks the children by name.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
 from governance.models import Allocation, Cluster, Program, Project, UsageDay
-from governance.selectors.usage import final_usage_state, first_accounted_hour, usage_sources
+from governance.selectors.usage import first_accounted_hour, kept_while_final, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, cluster_budget
@@ -196,8 +194,7 @@ def _windowed_usage(
     amounts: dict[int, list[float]] = {}
     present: dict[int, list[bool]] = {}
 
-    def add(bucket_start: datetime, project_id: int, amount: float) -> None:
-        index = (bucket_start - start) // step
+    def add(index: int, project_id: int, amount: float) -> None:
         if project_id not in amounts:
             amounts[project_id] = [0.0] * buckets
             present[project_id] = [False] * buckets
@@ -217,12 +214,7 @@ def _windowed_usage(
                 .order_by()  # any order: each row goes to its own bucket
                 .values_list("day", "project_id", Cast(charged, FloatField()))
             ):
-                index = (day - first_day).days
-                if project_id not in amounts:
-                    amounts[project_id] = [0.0] * buckets
-                    present[project_id] = [False] * buckets
-                amounts[project_id][index] += total
-                present[project_id][index] = True
+                add((day - first_day).days, project_id, total)
         hours = UsageHour.objects.filter(hour_q) if hour_q is not None else None
     else:
         hours = UsageHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
@@ -233,7 +225,7 @@ def _windowed_usage(
             .values_list("bucket", "project_id")
             .annotate(total=Sum(charged))
         ):
-            add(bucket.astimezone(UTC), project_id, float(total or 0))
+            add((bucket.astimezone(UTC) - start) // step, project_id, float(total or 0))
     result = []
     for t in instants:
         first = (window_start(t) - start) // step
@@ -248,29 +240,21 @@ def _windowed_usage(
     return result
 
 
-# How long a past window's usage is kept: it never changes (``final_usage_state``); a day
-# bounds the memory of instants no page asks for any more.
-PAST_USAGE_SECONDS = 86400
-
-
 def _past_usage(
     cluster: Cluster, instants: list[datetime], window: timedelta
 ) -> list[dict[int, float]]:
-    """``_windowed_usage`` at past ``instants``, kept in Django's cache while every hour it
-    reads is final (``final_usage_state``); read every time otherwise (the first hour after
-    midnight, or accounting behind)."""
+    """``_windowed_usage`` at past ``instants``, kept while every hour it reads is final
+    (``kept_while_final``); read every time otherwise (the first hour after midnight, or
+    accounting behind)."""
     if not instants:
         return []
-    state = final_usage_state(cluster_ids=[cluster.pk], end=instants[-1])
-    if state is None:
-        return _windowed_usage(cluster, instants, window)
-    described = repr((state, window.total_seconds(), [t.timestamp() for t in instants]))
-    key = "fairshare:past-usage:" + hashlib.sha256(described.encode()).hexdigest()
-    found = cache.get(key)
-    if found is None:
-        found = _windowed_usage(cluster, instants, window)
-        cache.set(key, found, PAST_USAGE_SECONDS)
-    return found
+    return kept_while_final(
+        "fairshare:past-usage",
+        cluster_ids=[cluster.pk],
+        end=instants[-1],
+        inputs=(window.total_seconds(), [t.timestamp() for t in instants]),
+        make=lambda: _windowed_usage(cluster, instants, window),
+    )
 
 
 def _budgets_at(cluster: Cluster, instants: list[datetime]) -> list[ClusterBudget]:

@@ -12,13 +12,11 @@ levels and the totals add those rounded amounts, so every level sums exactly.
 from __future__ import annotations
 
 import calendar
-import hashlib
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncMonth
@@ -26,7 +24,7 @@ from django.db.models.functions import TruncMonth
 from governance.models import Cluster, CostRate, Organization, Program, Project, UsageDay
 from governance.selectors.usage import (
     add_sums,
-    final_usage_state,
+    kept_while_final,
     usage_sources,
     whole_organization_ids,
 )
@@ -318,29 +316,19 @@ def _report_scope(
     return clusters, projects
 
 
-# How long a finished period's sums are kept: they never change (``final_usage_state``); a
-# day bounds the memory of periods nobody asks for any more.
-FINAL_SUMS_SECONDS = 86400
-
-
 def _kept_monthly_sums(
     clusters: list[Cluster], projects: dict[int, Project], segments, begin, finish
 ) -> dict[tuple, dict]:
-    """``_monthly_sums``, kept in Django's cache when all the usage they read is final (a
-    month that is over, once accounting has passed it): the month's bill is then the same
+    """``_monthly_sums``, kept while all the usage they read is final (``kept_while_final``:
+    a month that is over, once accounting has passed it): the month's bill is then the same
     on every read, and its grouped query over the daily cache is most of the page."""
-    state = final_usage_state(cluster_ids=[c.pk for c in clusters], end=finish)
-    if state is None:
-        return _monthly_sums(clusters, projects, segments, begin, finish)
-    described = repr(
-        (state, begin, finish, sorted(projects), sorted((k, v) for k, v in segments.items()))
+    return kept_while_final(
+        "reports:monthly-sums",
+        cluster_ids=[c.pk for c in clusters],
+        end=finish,
+        inputs=(begin, finish, sorted(projects), sorted(segments.items())),
+        make=lambda: _monthly_sums(clusters, projects, segments, begin, finish),
     )
-    key = "reports:monthly-sums:" + hashlib.sha256(described.encode()).hexdigest()
-    found = cache.get(key)
-    if found is None:
-        found = _monthly_sums(clusters, projects, segments, begin, finish)
-        cache.set(key, found, FINAL_SUMS_SECONDS)
-    return found
 
 
 def _monthly_sums(

@@ -20,10 +20,12 @@ Periods are the hours whose start lies in ``[start, end)``; pass whole UTC hours
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Least, TruncDay, TruncHour
@@ -327,6 +329,27 @@ def final_usage_state(*, cluster_ids: list[int], end: datetime) -> str | None:
         through = open_through.isoformat() if open_through else "-"
         parts.append(f"{cluster_id}/{until}/{through}/{generation.hex}")
     return ",".join(parts) if parts else None
+
+
+# How long a figure of final usage is kept: it never changes (``final_usage_state``); a day
+# bounds the memory of figures nobody asks for any more.
+FINAL_FIGURE_SECONDS = 86400
+
+
+def kept_while_final(name: str, *, cluster_ids: list[int], end: datetime, inputs, make):
+    """``make()``, kept in Django's cache when all the usage of ``cluster_ids`` before ``end``
+    is final (``final_usage_state``), under ``name``, that state and ``inputs`` (whatever
+    else the figure depends on, as a ``repr``-able value); made every time otherwise."""
+    state = final_usage_state(cluster_ids=cluster_ids, end=end)
+    if state is None:
+        return make()
+    described = repr((state, inputs))
+    key = f"{name}:" + hashlib.sha256(described.encode()).hexdigest()
+    found = cache.get(key)
+    if found is None:
+        found = make()
+        cache.set(key, found, FINAL_FIGURE_SECONDS)
+    return found
 
 
 # The daily cache's columns under the names of HOUR_AGGREGATES.

@@ -13,7 +13,7 @@ import html
 
 from django.utils.safestring import SafeString, mark_safe
 
-_DASH = "—"
+DASH = "—"
 
 
 def escape(value) -> str:
@@ -50,7 +50,7 @@ def delivery_row_html(line, *, focus_key) -> SafeString:
     if line.delivery:
         delivery = f'<span class="ratio {line.ratio_class}">{escape(line.delivery)}</span>'
     else:
-        delivery = f'<span class="muted" title="Nothing was owed">{_DASH}</span>'
+        delivery = f'<span class="muted" title="Nothing was owed">{DASH}</span>'
     return mark_safe(  # every value above is escaped or a number
         _tr(row, classes)
         + _name_cell(row, line.focus_url)
@@ -60,7 +60,7 @@ def delivery_row_html(line, *, focus_key) -> SafeString:
         + f'<td class="num hide-narrow">{escape(line.burst)}</td>'
         + f'<td class="num hide-narrow">{escape(line.unbudgeted)}</td>'
         + f'<td class="num">{delivery}</td>'
-        + f'<td class="num hide-narrow">{escape(line.hourly or _DASH)}</td>'
+        + f'<td class="num hide-narrow">{escape(line.hourly or DASH)}</td>'
         + "</tr>"
     )
 
@@ -81,7 +81,7 @@ def rank_row_html(line, *, focus_key, days: int) -> SafeString:
     if line.metric:
         metric = escape(line.metric)
     elif row.kind == "organization":
-        metric = _DASH
+        metric = DASH
     elif not row.budgeted:
         metric = '<span class="muted">no share</span>'
     else:
@@ -119,9 +119,9 @@ def rank_row_html(line, *, focus_key, days: int) -> SafeString:
     return mark_safe(  # every value above is escaped or a number
         _tr(row, classes)
         + _name_cell(row, line.chart_url, "Chart its children")
-        + f'<td class="num">{escape(line.share or _DASH)}</td>'
+        + f'<td class="num">{escape(line.share or DASH)}</td>'
         + f'<td class="num hide-narrow">{usage}</td>'
-        + f'<td class="num hide-narrow">{escape(line.usage_share or _DASH)}</td>'
+        + f'<td class="num hide-narrow">{escape(line.usage_share or DASH)}</td>'
         + f'<td class="num metric" data-testid="metric">{metric}</td>'
         + f'<td class="num" data-testid="rank">{rank}</td>'
         + f'<td class="num hide-narrow nowrap" data-testid="entitlement">{entitlement}</td>'
