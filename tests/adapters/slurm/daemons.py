@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 SBIN = Path("/usr/sbin")
@@ -340,3 +341,27 @@ def wait_state(cluster: SlurmTestCluster, job: str, states: set[str], timeout: f
             return state
         time.sleep(0.3)
     raise AssertionError(f"job {job} not in {states} after {timeout}s (last: {state!r})")
+
+
+def import_window_start(cluster: SlurmTestCluster, timeout: float = 10) -> str:
+    """A ``--since`` for ``slurm_import_usage`` that no earlier test's job falls in.
+
+    The test cluster lives for the whole session; an import window from this very second
+    also took a job of the test before that ended in the same second (sacct keeps whole
+    seconds), and a count such as "2 charged" found one more. So the window starts the
+    second after the latest end sacct recorded, waited for when it is still to come (at
+    most a second); the test's own jobs are submitted after it and fall wholly inside.
+    """
+    out = cluster.run("sacct", "-a", "-X", "-n", "-P", "--duplicates", "-S", "2000-01-01",
+                      "--format=End")  # fmt: skip
+    ends = [
+        datetime.fromisoformat(value).replace(tzinfo=UTC)
+        for value in out.split()
+        if value[:1].isdigit()
+    ]
+    start = max(ends, default=datetime.min.replace(tzinfo=UTC)) + timedelta(seconds=1)
+    deadline = time.monotonic() + timeout
+    while datetime.now(UTC) < start and time.monotonic() < deadline:
+        time.sleep(0.05)
+    now = datetime.now(UTC).replace(microsecond=0)
+    return max(now, start).isoformat()

@@ -23,7 +23,7 @@ from governance.selectors.reports import usage_report
 from governance.selectors.visibility import user_visibility
 from scheduler import tasks
 from scheduler.models import EntitlementRecord, Node, SlurmConnection, UsageHour, UsageRecord
-from tests.adapters.slurm.daemons import submit, wait_running, wait_state
+from tests.adapters.slurm.daemons import import_window_start, submit, wait_running, wait_state
 from tests.factories import ProgramFactory, ProjectFactory, UserFactory, researcher_of
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -242,7 +242,7 @@ def test_a_hand_made_drift_is_reported_then_repaired(site, slurm):
 def test_jobs_are_charged_as_sacct_reports_and_a_reimport_adds_nothing(site, slurm):
     tree, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
-    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    since = import_window_start(slurm)
     jobs = [
         submit(slurm, account=n["detection"], gpus=2, seconds=2),
         submit(slurm, account=n["detection"], gpus=3, seconds=1),
@@ -299,7 +299,7 @@ def test_jobs_are_charged_as_sacct_reports_and_a_reimport_adds_nothing(site, slu
 def test_a_running_job_is_charged_to_now_and_completed_later(site, slurm):
     _, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
-    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    since = import_window_start(slurm)
     # Long enough for slurmdbd to record it (a few seconds) while it still runs.
     job = submit(slurm, account=n["detection"], gpus=2, seconds=9)
     wait_state(slurm, job, {"RUNNING"})
@@ -324,7 +324,7 @@ def test_unknown_account_is_reported_kept_and_its_jobs_not_charged(site, slurm):
               f"cluster={slurm.name}")  # fmt: skip
     slurm.run("sacctmgr", "-i", "add", "user", "root", f"account={stray}",
               f"cluster={slurm.name}")  # fmt: skip
-    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    since = import_window_start(slurm)
     job = submit(slurm, account=stray, gpus=1, seconds=1)
     out = run("slurm_sync", "--cluster", slurm.name)
     assert f"unknown account {stray}" in out
@@ -449,7 +449,7 @@ def requeue_after_a_first_run(slurm, job: str) -> None:
 def test_a_requeued_job_is_charged_for_each_of_its_runs(site, slurm):
     _, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
-    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    since = import_window_start(slurm)
     job = submit(slurm, account=n["detection"], gpus=2, seconds=4)
     requeue_after_a_first_run(slurm, job)
     wait_state(slurm, job, DONE, timeout=60)
@@ -459,12 +459,31 @@ def test_a_requeued_job_is_charged_for_each_of_its_runs(site, slurm):
     assert ledger(slurm, job) == 2 * sum(elapsed for _, elapsed in runs)
 
 
+def test_an_import_window_takes_no_job_of_the_test_before(site, slurm):
+    """The test cluster outlives each test's database; a job of the test before that ended
+    in the second this test's window began was imported with its jobs ("3 charged" where 2
+    ran). The window now starts after every end sacct recorded."""
+    _, _, n = site
+    run("slurm_sync", "--cluster", slurm.name)
+    before = submit(slurm, account=n["detection"], gpus=1, seconds=1)
+    wait_state(slurm, before, DONE)
+    since = import_window_start(slurm)  # taken at once, as the next test would
+    ended = slurm.run("sacct", "-X", "-n", "-P", "-j", before, "--format=End").strip()
+    assert datetime.fromisoformat(since) > datetime.fromisoformat(ended).replace(tzinfo=UTC)
+    job = submit(slurm, account=n["detection"], gpus=1, seconds=1)
+    wait_state(slurm, job, DONE)
+    out = run("slurm_import_usage", "--cluster", slurm.name, "--since", since)
+    assert "1 charged" in out
+    assert ledger(slurm, before) == 0
+    assert ledger(slurm, job) == sacct_gpu_seconds(slurm, [job])[job]
+
+
 def test_a_requeued_job_whose_second_run_fails_is_charged_for_both_runs(site, slurm):
     """A requeued job can fail on its next run (its code, or a launch Slurm refuses): the
     importer charges what each run held, the failed one too, and reads demand once."""
     tree, _, n = site
     run("slurm_sync", "--cluster", slurm.name)
-    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    since = import_window_start(slurm)
     # SLURM_RESTART_COUNT is set from the first requeue on: the second run exits 3.
     script = 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then sleep 1; exit 3; fi; sleep 30'
     job = submit(slurm, account=n["detection"], gpus=2, seconds=0, script=script)
