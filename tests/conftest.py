@@ -78,14 +78,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             pytest.exit(error, returncode=3)
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker):
+@pytest.fixture
+def celery_worker(_celery_worker_process):
     """A real Celery worker process on the real Redis broker, using the test database.
 
     The worker runs in its own process, so tests that use it must commit their data
     (``@pytest.mark.django_db(transaction=True)``). Each test session gets its own queue so
-    two sessions on one machine never take each other's tasks.
+    two sessions on one machine never take each other's tasks. The process lives for the
+    whole session; tasks go to its queue only during a test that asks for it, so a later
+    test without it never has its work (a scheduling cycle after a submit) done behind its
+    back — which test ran first must not change what another one sees.
     """
+    from governance.celery import app
+
+    proc, queue = _celery_worker_process
+    original_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    yield proc
+    app.conf.task_default_queue = original_queue
+
+
+@pytest.fixture(scope="session")
+def _celery_worker_process(django_db_setup, django_db_blocker):
+    """The session's Celery worker process and its queue (``celery_worker`` sends to it)."""
     from django.conf import settings
     from django.db import connection
 
@@ -123,10 +138,7 @@ def celery_worker(django_db_setup, django_db_blocker):
     if not ready:
         proc.kill()
         pytest.fail(f"Celery worker did not start; see {log_path}:\n{log_path.read_text()[-2000:]}")
-    original_queue = settings.CELERY_TASK_DEFAULT_QUEUE
-    app.conf.task_default_queue = queue
-    yield proc
-    app.conf.task_default_queue = original_queue
+    yield proc, queue
     proc.terminate()
     try:
         proc.wait(timeout=20)

@@ -81,3 +81,15 @@ def test_a_submit_leads_to_a_start_order_through_the_broker_and_a_worker(celery_
     assert order.kind == OrderKind.START
     assert Workload.objects.get(pk=workload.pk).state == WorkloadState.RUNNING
     assert SchedulingCycle.objects.filter(cluster=world.cluster).exists()
+
+
+@pytest.mark.services
+def test_a_test_without_the_worker_never_sends_it_tasks(_celery_worker_process):
+    # The worker process lives for the whole session; once it has started, a test that did
+    # not ask for it must still send to the queue nobody consumes in tests: a submit there
+    # leaves its workload pending, whichever tests ran before (a home-page test once saw
+    # its pending workload started by the worker another test had started).
+    from governance.celery import app
+
+    _proc, queue = _celery_worker_process
+    assert app.conf.task_default_queue != queue
