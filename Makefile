@@ -81,7 +81,7 @@ flake-hunt:
 clean:
 	rm -rf $(VENV) var/db.sqlite3 var/staticfiles var/native
 
-# The browser's Plotly: only the traces our figures draw (scatter, bar, sunburst), a quarter of
+# The browser's Plotly: only the traces our figures draw (scatter, bar, sunburst, heatmap), a quarter of
 # the full bundle, so a page with charts is drawn in about half a second on a first visit.
 # Rebuild it (needs npm) when the plotly Python package moves to another plotly.js version;
 # tests/governance/test_plotly_bundle.py says when. The result is committed under static/.
@@ -91,11 +91,11 @@ plotly-bundle: install
 	cd var/plotly-bundle && npm init -y >/dev/null && \
 	  npm install --silent --no-audit --no-fund plotly.js@$(PLOTLY_JS_VERSION) esbuild@0.28.2 && \
 	  printf "%s\n" "var Plotly = require('plotly.js/lib/core');" \
-	    "Plotly.register([require('plotly.js/lib/bar'), require('plotly.js/lib/sunburst')]);" \
+	    "Plotly.register([require('plotly.js/lib/bar'), require('plotly.js/lib/sunburst'), require('plotly.js/lib/heatmap')]);" \
 	    "module.exports = Plotly;" > entry.js && \
 	  npx esbuild entry.js --bundle --minify --format=iife --global-name=Plotly \
 	    --define:global=window --log-level=warning \
-	    --banner:js="/*! plotly.js v$(PLOTLY_JS_VERSION) (MIT, see LICENSE): scatter, bar and sunburst only; built by make plotly-bundle */" \
+	    --banner:js="/*! plotly.js v$(PLOTLY_JS_VERSION) (MIT, see LICENSE): scatter, bar, sunburst and heatmap only; built by make plotly-bundle */" \
 	    --outfile=../../static/vendor/plotly/plotly-governance.min.js
 	rm -f static/vendor/plotly/plotly-governance.min.css  # map styles: we draw no maps
 	cp var/plotly-bundle/node_modules/plotly.js/LICENSE static/vendor/plotly/LICENSE

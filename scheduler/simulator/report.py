@@ -19,6 +19,7 @@ from scheduler.simulator.replay import ReplayConfig, ReplayResult, replay
 from scheduler.simulator.timeline import (
     choose_window,
     delivery_figure,
+    hover_labels,
     team_colors,
     timeline_figure,
     write_timeline_html,
@@ -74,8 +75,9 @@ def write_timeline(
             f"{_day(window.start)} - {_day(window.end)} UTC ({window.why}; "
             f"{format_duration(window.end - window.start)} of "
             f"{format_duration(metrics['simulated_seconds'])} replayed, about {shown:,} runs) "
-            "to keep the page light. Bars are coloured by team: solid while the run is protected "
-            "by its minimum runtime, hatched once preemptible; x marks a preemption. The bar "
+            "to keep the page light. GPUs are coloured by the team that held them: full colour while "
+            "the run is protected by its minimum runtime, pale once preemptible; x marks a "
+            "preemption. The bar "
             "charts cover the whole replay and the submit window."
         )
         sections.append(
@@ -83,7 +85,7 @@ def write_timeline(
                 f"{result.policy}",
                 note,
                 [
-                    timeline_figure(result, window, colors),
+                    hover_labels(timeline_figure(result, window, colors)),
                     delivery_figure(metrics, "whole"),
                     delivery_figure(metrics, "submit_window"),
                 ],

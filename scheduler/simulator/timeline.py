@@ -69,19 +69,51 @@ def choose_window(result: ReplayResult, span: float, start: float | None = None)
     return Window(begin, begin + hours * HOUR, "the span with the most demand")
 
 
+# Vertical space of the timeline outside its plot area, in pixels.
+_TIMELINE_MARGIN = {"l": 70, "r": 20, "t": 60, "b": 50}
+# About this many time cells per GPU row, whatever the window: 12 minutes a cell over 2 days.
+TIMELINE_COLUMNS = 240
+# How much a preemptible run's colour is mixed with white (0: the team's colour).
+PREEMPTIBLE_TINT = 0.55
+
+
+def _tint(hex_colour: str, amount: float) -> str:
+    """Mix ``hex_colour`` (``#rrggbb``) with white by ``amount`` (0 = unchanged, 1 = white)."""
+    red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in (red, green, blue))
+
+
+def timeline_cell_seconds(window: Window) -> float:
+    """The time one cell of the timeline covers: the window over ``TIMELINE_COLUMNS``, in
+    whole minutes."""
+    return 60.0 * max(1, math.ceil((window.end - window.start) / TIMELINE_COLUMNS / 60))
+
+
 def timeline_figure(
     result: ReplayResult, window: Window, colors: dict[str, str] | None = None
 ) -> go.Figure:
-    """One row per GPU, one bar per run inside ``window``, coloured by team.
+    """One row per GPU and one column per time cell inside ``window``, coloured by team.
 
-    Each run is drawn solid while protected by its minimum runtime and hatched once
-    preemptible (free-lane runs are hatched throughout); an ``x`` marks where a run was
-    preempted. Times are drawn as dates (milliseconds since the epoch on a date axis).
+    A cell takes the team whose run held that GPU longest within it, in the team's colour
+    while the run was protected by its minimum runtime and pale once preemptible (free-lane
+    runs are pale throughout); an ``x`` marks where a run was preempted. Times are drawn as
+    dates (milliseconds since the epoch on a date axis).
+
+    The picture is a heatmap, drawn by the browser as one image: a busy window holds over
+    10,000 runs, and drawn as bars or line segments (an element or path piece each) they
+    took over half a second to draw. The trace's ``meta.labels`` name each colour code; the
+    page turns them into hover text (``static/js/figure.js``, ``hover_labels`` for the
+    file the CLI writes), so the figure does not carry a label per cell.
     """
     colors = colors or team_colors(result.projects)
     gpn = result.config.gpus_per_node
+    rows = result.config.gpus
     ws, we = window.start, window.end
-    series: dict[tuple[str, bool], dict[str, list]] = {}
+    cell = timeline_cell_seconds(window)
+    columns = max(1, math.ceil((we - ws) / cell))
+    # Seconds each (row, column) spent under each category code.
+    held: dict[tuple[int, int], dict[int, float]] = {}
+    codes: dict[tuple[str, bool], int] = {}
     marks_x: list[float] = []
     marks_y: list[int] = []
     marks_text: list[str] = []
@@ -93,48 +125,69 @@ def timeline_figure(
             (max(run.start, ws), min(run.protected_until, run.end, we), False),
             (max(run.protected_until, run.start, ws), min(run.end, we), True),
         )
-        for lo, hi, hatched in pieces:
+        for lo, hi, preemptible in pieces:
             if hi <= lo:
                 continue
-            s = series.setdefault((job.project, hatched), {"base": [], "x": [], "y": [], "id": []})
-            for row in run.rows:
-                s["base"].append(round(lo * 1000))
-                s["x"].append(round((hi - lo) * 1000))
-                s["y"].append(row)
-                s["id"].append(job.id)
+            code = codes.setdefault((job.project, preemptible), len(codes))
+            first, last = int((lo - ws) // cell), min(columns - 1, int((hi - ws) // cell))
+            for column in range(first, last + 1):
+                left = ws + column * cell
+                seconds = min(hi, left + cell) - max(lo, left)
+                if seconds <= 0:
+                    continue
+                for row in run.rows:
+                    spent = held.setdefault((row, column), {})
+                    spent[code] = spent.get(code, 0.0) + seconds
         if run.preempted and ws <= run.end < we:
             for row in run.rows:
                 marks_x.append(round(run.end * 1000))
                 marks_y.append(row)
                 marks_text.append(job.id)
 
+    # Codes in (team, state) order, so a team's two colours sit side by side in the scale.
+    order = sorted(codes)
+    renumber = {codes[key]: index for index, key in enumerate(order)}
+    z: list[list[int | None]] = [[None] * columns for _ in range(rows)]
+    for (row, column), spent in held.items():
+        z[row][column] = renumber[max(spent, key=lambda code: (spent[code], -code))]
+    labels, scale = [], []
+    count = max(1, len(order))
+    for index, (project, preemptible) in enumerate(order):
+        colour = colors.get(project, "#888888")
+        colour = _tint(colour, PREEMPTIBLE_TINT) if preemptible else colour
+        labels.append(f"{project}, {'preemptible' if preemptible else 'protected'}")
+        scale += [[index / count, colour], [(index + 1) / count, colour]]
     fig = go.Figure()
-    shown: set[str] = set()
-    for (project, hatched), s in sorted(series.items()):
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x0=round((ws + cell / 2) * 1000),
+            dx=round(cell * 1000),
+            y0=0,
+            dy=1,
+            zmin=-0.5,
+            zmax=count - 0.5,
+            colorscale=scale or [[0, "#ffffff"], [1, "#ffffff"]],
+            showscale=False,
+            hoverongaps=False,
+            meta={"labels": labels},
+            hovertemplate="%{text}<br>GPU row %{y}<br>%{x}<extra></extra>",
+            name="runs",
+            showlegend=False,
+        )
+    )
+    # The heatmap has no legend of its own: one empty trace per team names its colour.
+    for project in sorted({project for project, _ in order}):
         fig.add_trace(
-            go.Bar(
-                orientation="h",
-                base=s["base"],
-                x=s["x"],
-                y=s["y"],
-                customdata=s["id"],
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
                 name=project,
-                legendgroup=project,
-                showlegend=project not in shown,
-                marker={
-                    "color": colors.get(project, "#888"),
-                    "line": {"width": 0},
-                    "pattern": {"shape": "/" if hatched else "", "fgcolor": "white"},
-                },
-                width=0.9,
-                hovertemplate=(
-                    f"{html.escape(project)} %{{customdata}}<br>GPU row %{{y}}"
-                    + ("<br>preemptible" if hatched else "<br>protected (minimum runtime)")
-                    + "<extra></extra>"
-                ),
+                marker={"symbol": "square", "size": 10, "color": colors.get(project, "#888")},
+                hoverinfo="skip",
             )
         )
-        shown.add(project)
     if marks_x:
         fig.add_trace(
             go.Scatter(
@@ -147,25 +200,38 @@ def timeline_figure(
                 hovertemplate="preempted %{text}<extra></extra>",
             )
         )
-    rows = result.config.gpus
     node_ticks = list(range(0, rows, gpn * max(1, rows // gpn // 32)))
     fig.update_layout(
         title={
             "text": f"{result.policy}: one row per GPU, {_iso(ws)} - {_iso(we)} UTC",
             "x": 0.01,
         },
-        barmode="overlay",
         height=max(400, min(2400, 3 * rows + 200)),
-        xaxis={"type": "date", "range": [ws * 1000, we * 1000], "title": "time (UTC)"},
+        xaxis={
+            "type": "date",
+            "range": [ws * 1000, we * 1000],
+            "title": f"time (UTC), one cell = {round(cell / 60)} min",
+        },
         yaxis={
             "title": "GPU (node x GPUs per node + slot)",
             "range": [rows - 0.5, -0.5],
             "tickvals": node_ticks,
             "ticktext": [f"n{t // gpn:03d}" for t in node_ticks],
+            "showgrid": False,
         },
         legend={"title": "team"},
-        margin={"l": 70, "r": 20, "t": 60, "b": 50},
+        margin=_TIMELINE_MARGIN,
     )
+    return fig
+
+
+def hover_labels(fig: go.Figure) -> go.Figure:
+    """``fig`` with each heatmap cell's hover text set from its trace's ``meta.labels`` (the
+    file the CLI writes draws with Plotly alone; the web pages do this in the browser)."""
+    for trace in fig.data:
+        labels = (trace.meta or {}).get("labels") if trace.type == "heatmap" else None
+        if labels:
+            trace.text = [["" if c is None else labels[c] for c in row] for row in trace.z]
     return fig
 
 
