@@ -47,6 +47,11 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-dir", default=None, help="Where each run's output goes (default: discarded)."
     )
+    parser.add_argument(
+        "--no-gpu-telemetry",
+        action="store_true",
+        help="Do not sample the GPUs (NVML or nvidia-smi) nor report their use per run.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_seconds=options.heartbeat_seconds,
         grace_seconds=options.grace_seconds,
         log_dir=options.log_dir,
+        gpu_telemetry=not options.no_gpu_telemetry,
     )
 
 

@@ -80,6 +80,10 @@ class AgentClient:
             {"outcome": outcome, "exit_code": exit_code, "message": message},
         )
 
+    def report_utilization(self, reports: list[dict]) -> dict:
+        """Store periods of GPU use of this node's runs (at most 1,000; all or none)."""
+        return self._call("POST", "/utilization/", {"reports": reports})
+
     # --- transport -----------------------------------------------------------------------
     def _call(self, method: str, path: str, payload: Mapping | None) -> Any:
         url = f"{self.server}{API_PREFIX}{path}"

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from scheduler.agent.client import AgentClient, RequestRefused, TransientError
 from scheduler.agent.runner import ProcessExit, ProcessRunner, reap_orphans
+from scheduler.agent.telemetry import NoTelemetry, detect_sampler
+from scheduler.agent.utilization import UtilizationReporter
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +57,10 @@ class Agent:
         heartbeat_seconds: float = 10.0,
         backoff_max_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        utilization: UtilizationReporter | None = None,
     ) -> None:
         self.client = client
+        self.utilization = utilization  # None: no GPU telemetry on this node
         self.runner = runner
         self.node = node
         self.poll_seconds = poll_seconds
@@ -95,6 +99,8 @@ class Agent:
         """One pass: reap processes, start what can start; when due, talk to the server."""
         self._reap()
         self._start_deferred()
+        if self.utilization is not None:
+            self.utilization.tick(self.runner.gpus_by_run())
         now = self.clock()
         if now < self._next_contact:
             return
@@ -176,6 +182,8 @@ class Agent:
             self._apply(order)
         self._start_deferred()
         self._flush()
+        if self.utilization is not None:
+            self.utilization.flush(self.client.report_utilization, RequestRefused)
 
     def _register(self) -> None:
         try:
@@ -336,6 +344,7 @@ def run_agent(
     grace_seconds: float = 30.0,
     log_dir: str | None = None,
     stop: threading.Event | None = None,
+    gpu_telemetry: bool = True,
 ) -> int:
     """Run the agent until SIGTERM/SIGINT (or ``stop``); return a process exit status.
 
@@ -347,12 +356,15 @@ def run_agent(
     identity = f"{node}@{server}"
     runner = ProcessRunner(gpus=gpus, node=identity, log_dir=log_dir, grace_seconds=grace_seconds)
     reap_orphans(identity, keep_instance=runner.instance)
+    sampler, telemetry = detect_sampler() if gpu_telemetry else (NoTelemetry(), "turned off")
+    logger.info("GPU telemetry: %s", telemetry)
     agent = Agent(
         AgentClient(server, token),
         runner,
         node=node,
         poll_seconds=poll_seconds,
         heartbeat_seconds=heartbeat_seconds,
+        utilization=None if isinstance(sampler, NoTelemetry) else UtilizationReporter(sampler),
     )
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():

@@ -200,6 +200,10 @@ class ProcessRunner:
         """GPU indices held by running processes."""
         return [g for p in self._procs.values() for g in p.gpus]
 
+    def gpus_by_run(self) -> dict[str, list[str]]:
+        """The GPU indices each running (or stopping) process holds, by key."""
+        return {key: list(p.gpus) for key, p in self._procs.items()}
+
     def gpus_of(self, key: str) -> int:
         """How many GPUs the process of ``key`` holds (0 when it is not running)."""
         proc = self._procs.get(key)

@@ -53,6 +53,7 @@ class Command(BaseCommand):
             heartbeat_seconds=options["heartbeat_seconds"],
             grace_seconds=options["grace_seconds"],
             log_dir=options["log_dir"],
+            gpu_telemetry=not options["no_gpu_telemetry"],
         )
         if code:
             raise CommandError("the agent stopped: its registration was refused", returncode=code)
