@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from scheduler.engine import reasons as words
 from scheduler.engine.model import NodeState
 from scheduler.engine.placement import NodeRec
-from scheduler.engine.preemption import VictimChoice, cover
+from scheduler.engine.preemption import VictimChoice, busy_cost, cover
 from scheduler.engine.records import Job
 
 if TYPE_CHECKING:
@@ -103,13 +103,13 @@ def recall(walk: Walk, job: Job) -> bool:
             if found is None:
                 continue
             cost, subset = found
-            key = (cost[0], cost[1], cost[2], idx)
+            key = (cost[0], cost[1], cost[2], cost[3], cost[4], idx)  # idle borrowers first
             if best is None or key < best[0]:
                 best = (key, rec, [item[3] for item in subset])
         if best is None:
             return False
         key, rec, victims = best
-        return _evict_for(walk, job, [rec], victims, key[0])
+        return _evict_for(walk, job, [rec], victims, key[2])
     held_by_others = [i for i, holder in walk.reserved.items() if holder != job.id]
     empty = cap.whole_nodes(job.nodes, job.per_node, held_by_others)
     if len(empty) >= job.nodes:
@@ -126,7 +126,8 @@ def recall(walk: Walk, job: Job) -> bool:
         options.append((sum(item[0] for item in items), idx, rec, [item[3] for item in items]))
     if len(empty) + len(options) < job.nodes:
         return False
-    options.sort(key=lambda o: (o[0], o[1]))
+    # Nodes whose borrowers are idle first, then least work lost (``busy_cost``).
+    options.sort(key=lambda o: (busy_cost([(walk._lost_of(v), v) for v in o[3]]), o[0], o[1]))
     chosen = options[: job.nodes - len(empty)]
     victims = [v for o in chosen for v in o[3]]
     nodes = sorted(empty + [o[2] for o in chosen], key=lambda r: r.idx)
@@ -148,7 +149,8 @@ def _evict_for(walk: Walk, job: Job, nodes: list[NodeRec], victims: list[Job], l
 def move_for(walk: Walk, job: Job) -> bool:
     """Start single-node ``job`` on a node emptied by moving one preemptible workload into
     the free GPUs of another unheld node (see the module's docstring). Least work lost first,
-    then fewest GPUs moved, then node and workload order."""
+    then fewest GPUs moved, then node and workload order; an idle workload before any busy one
+    (``busy_cost``)."""
     if not walk.s.policy.consolidates or walk._preemptions_left() <= 0:
         return False
     cap, reserved, now = walk.cap, walk.reserved, walk.now
@@ -171,7 +173,7 @@ def move_for(walk: Walk, job: Job) -> bool:
     if not largest:
         return False
     g = job.gpus
-    best: tuple[tuple[float, int, int, str], NodeRec, Job] | None = None
+    best: tuple[tuple[bool, float, int, int, str], NodeRec, Job] | None = None
     # A node with f free GPUs needs g - f more; the moved workload is at most ``largest``.
     for free in range(g - 1, max(g - largest, 1) - 1, -1):
         for idx in cap.buckets[free]:
@@ -190,7 +192,7 @@ def move_for(walk: Walk, job: Job) -> bool:
                     continue
                 if not (v.evictable if v.charged else free_lane):
                     continue
-                key = (walk._lost_of(v), gpus, idx, wid)
+                key = (not v.idle, walk._lost_of(v), gpus, idx, wid)
                 if best is None or key < best[0]:
                     best = (key, rec, v)
     if best is None:
@@ -198,7 +200,7 @@ def move_for(walk: Walk, job: Job) -> bool:
     key, rec, victim = best
     walk._evict_and_start(
         job,
-        VictimChoice([rec], [victim], key[0]),
+        VictimChoice([rec], [victim], key[1]),
         why=(
             f"moved to empty {rec.name} for {job.id}, which waited "
             f"{words.duration(now - (job.head_since or now))} blocked; it fits in free GPUs "

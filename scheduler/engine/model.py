@@ -153,13 +153,17 @@ class RunningWorkload:
     when it is protected from preemption (start + its minimum runtime, lengthened by the
     churn budget; equal to ``start_time`` for the free lane). ``loan_for``: the pending
     workload whose held node this run borrows (it yields to that workload once past its
-    protection), as ``Start.loan_for`` said; None for an ordinary run."""
+    protection), as ``Start.loan_for`` said; None for an ordinary run. ``idle``: the driver
+    judged the run idle (its GPUs below 5 % busy for 30 minutes while past its minimum
+    runtime: ``Scheduler.set_idle``); an idle run is taken before any busy one when the
+    engine chooses victims among those it may preempt (``docs/design.md``, "Preemption")."""
 
     workload: Workload
     placement: dict[str, int]
     start_time: float
     protected_until: float = 0.0
     loan_for: str | None = None
+    idle: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ class Job:
         "group",
         "head_since",
         "id",
+        "idle",
         "key",
         "lane",
         "loan_for",
@@ -68,6 +69,9 @@ class Job:
         self.protected_until = 0.0
         # The pending workload whose held node this run borrows (see ``holds``), or None.
         self.loan_for: str | None = None
+        # The driver judged this run idle (``Scheduler.set_idle``): victims are chosen idle
+        # first. A new run starts busy.
+        self.idle = False
         self.head_since: float | None = w.blocked_since
         # when it last became pending (a requeue resets it)
         self.queued_at = w.submit_time if w.queued_at is None else w.queued_at

@@ -139,6 +139,9 @@ class Scheduler:
         # runs out then, or None for any other timer): see ``_rechecks_fail``.
         self._timers: list[tuple[float, Job | None]] = []
         self._last_cycle = float("-inf")
+        # How many running workloads are idle (``set_idle``): while none is, victim pools
+        # keep their plain order without a key function.
+        self._idle_runs = 0
 
     # ------------------------------------------------------------------ driver calls
 
@@ -165,10 +168,12 @@ class Scheduler:
         start_time: float,
         *,
         loan_for: str | None = None,
+        idle: bool = False,
     ) -> None:
         """Record a workload that is already running (the live loop rebuilding its state).
 
         ``loan_for``: the run borrows a node held for that workload (``Start.loan_for``).
+        ``idle``: the run is idle (``set_idle``).
         """
         if workload.id in self._pending or workload.id in self._run:
             raise ValueError(f"workload {workload.id!r} is already known to the scheduler")
@@ -183,6 +188,28 @@ class Scheduler:
         self._touch_project(job.project, +1)
         job.loan_for = loan_for
         self._start(job, recs, [placement[r.name] for r in recs], start_time)
+        if idle:
+            self.set_idle(workload.id, True)
+
+    def set_idle(self, workload_id: str, idle: bool) -> None:
+        """Mark a running workload idle or busy again (the driver judges it from telemetry:
+        GPUs below 5 % busy for 30 minutes while past its minimum runtime).
+
+        Among the victims the policy allows, idle runs are taken before busy ones; the flag
+        makes no run a victim that was not one. A run starts busy: a preempted idle run that
+        restarts is idle again only when the driver says so anew.
+        """
+        job = self._run.get(workload_id)
+        if job is None:
+            raise KeyError(f"workload {workload_id!r} is not running")
+        if job.idle == idle:
+            return
+        job.idle = idle
+        self._idle_runs += 1 if idle else -1
+        self.running[workload_id] = dataclasses.replace(self.running[workload_id], idle=idle)
+        # Which victim set is cheapest may change: the next cycle walks. (No failed search
+        # can succeed by it, so the memos stay: the flag orders victims, never allows one.)
+        self._dirty = True
 
     def add_stopping(self, workload: Workload) -> None:
         """Record a workload whose run was ordered to stop and has not stopped yet (the live
@@ -280,7 +307,11 @@ class Scheduler:
         )
         for job in self._run.values():
             fresh.add_running(
-                _as_remembered(job), dict(job.placement), job.start, loan_for=job.loan_for
+                _as_remembered(job),
+                dict(job.placement),
+                job.start,
+                loan_for=job.loan_for,
+                idle=job.idle,
             )
         for rec in self.capacity.nodes:
             if rec.state != NodeState.HEALTHY:
@@ -565,6 +596,9 @@ class Scheduler:
             self._log_opportunity(rec.idx)
         del self._run[job.id]
         del self.running[job.id]
+        if job.idle:
+            job.idle = False  # its next run starts busy
+            self._idle_runs -= 1
         if job.loan_for is not None:
             self._end_loan(job)
         self._alloc[job.project] -= job.gpus

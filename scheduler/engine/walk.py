@@ -18,6 +18,7 @@ from scheduler.engine.policies import PolicyView
 from scheduler.engine.preemption import (
     SearchResult,
     VictimChoice,
+    busy_cost,
     gang_search,
     single_node_search,
 )
@@ -559,7 +560,10 @@ class Walk:
         limit = self._limit_for(job)
         run, cap, lost = self.s._run, self.cap, self._lost_of
         if job.nodes == 1:
-            return single_node_search(job, pool, run, cap, skip, eligible, lost, only, limit)
+            # While some run is idle the pool's lost-per-GPU order bounds nothing: an idle
+            # victim's node may be the best whatever it loses (``single_node_search``).
+            prune = not self.s._idle_runs
+            return single_node_search(job, pool, run, cap, skip, eligible, lost, only, limit, prune)
         return gang_search(job, pool, run, cap, skip, eligible, lost, limit)
 
     def _preempt(self, job: Job, only: list[int] | None, eligible) -> tuple[bool, bool]:
@@ -665,7 +669,11 @@ class Walk:
             return False
         if len(options) < job.nodes:
             return False
-        options.sort(key=lambda o: (o[0], o[1]))
+        # Nodes whose work is idle first (the busy part of their loss; equal to the whole
+        # loss when nothing on them is idle, so the plain order without idle runs).
+        options.sort(
+            key=lambda o: (busy_cost([(self._lost_of(v), v) for v in o[3]])[0], o[0], o[1])
+        )
         chosen = []
         taken: dict[str, int] = {}
         for option in options:
@@ -827,6 +835,7 @@ class Walk:
             self._lost_of,
             only,
             self._limit_for(job),
+            not s._idle_runs,  # prune: see ``_search``
         )
         choice = found.choice
         if choice is None:

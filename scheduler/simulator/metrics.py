@@ -15,6 +15,10 @@ a minimum runtime above 0; *burst* = charged above entitled; *free* = free-lane 
 - Queue wait = first start - submit (``all``, ``debug``, ``other``); ``requeue``: every wait of
   a preempted job from its eviction to its next start; ``every``: both kinds together, so a
   policy that starts work at once and then evicts it cannot hide the waits it causes.
+- Idle GPU-hours = charged GPU time of runs while idle by the replay's rule (a job whose
+  trace utilization is below 5 %, from the later of its protection's end and 30 minutes into
+  the run, to the run's end); jobs of unknown utilization count nothing, and
+  ``jobs_with_utilization`` says how many jobs had one.
 
 Every figure is given over the whole replay (first submission to last completion) and over
 the *submit window* (first submission to the end of the hour of the last submission), where
@@ -88,6 +92,7 @@ def compute_metrics(result: ReplayResult) -> dict:
         "skipped_jobs": len(result.skipped),
         "skipped_job_ids": [j.id for j in result.skipped[:20]],
         "duplicates_kept": result.duplicates,
+        "jobs_with_utilization": sum(1 for j in result.jobs if j.utilization is not None),
         "never_started": sum(1 for j in result.jobs if j.first_start is None),
         "never_started_ids": [j.id for j in result.jobs if j.first_start is None],
         "start_time": result.start_time,
@@ -137,10 +142,14 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
     debug_waits: list[float] = []
     other_waits: list[float] = []
     requeue_waits: list[float] = []
+    idle_by_project: dict[str, float] = dict.fromkeys(ledger.projects, 0.0)
     for rec in result.jobs:
         if rec.submit > period_end:
             continue
         jobs_by_project[rec.project] += 1
+        for idle_from, idle_to, idle_gpus in rec.idle_spans:
+            if idle_from < period_end:
+                idle_by_project[rec.project] += (min(idle_to, period_end) - idle_from) * idle_gpus
         if rec.first_start is not None and rec.first_start <= period_end:
             wait = rec.first_start - rec.submit
         elif censor:
@@ -195,6 +204,7 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
                 "hourly_delivery_ratio": _r(_ratio(hourly_min, owed)),
                 "jobs": jobs_by_project[project],
                 "queue_wait_p90_seconds": _r(percentile(waits_by_project[project], 90), 1),
+                "idle_gpu_hours": _r(idle_by_project[project] / HOUR, 2),
             }
         )
 
@@ -223,6 +233,7 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
         "used_gpu_hours": _r(used / HOUR, 2),
         "preemptions": len(in_period),
         "lost_gpu_hours": _r(sum(p.lost_gpu_seconds for p in in_period) / HOUR, 2),
+        "idle_gpu_hours": _r(sum(idle_by_project.values()) / HOUR, 2),
         "lost_fraction_of_charged": _r(
             _ratio(sum(p.lost_gpu_seconds for p in in_period), used - free_total)
         ),

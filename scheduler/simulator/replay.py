@@ -14,6 +14,15 @@ The simulator, not the engine, knows how long a job runs: on completion it tells
 ``finish``; on preemption it works out the lost work (time since the last checkpoint plus a
 restart overhead for resumable jobs; the whole run otherwise) and the remaining duration.
 The engine requeues the preempted workload itself (``docs/engine-api.md``).
+
+Idle allocations. A job whose trace gives a mean GPU utilization below ``IDLE_UTILIZATION``
+holds idle GPUs. As the live loop judges a run idle once its GPUs were below that for
+``IDLE_AFTER`` while it is past its minimum runtime, a run of such a job becomes idle at the
+later of its protection's end (``protected_until``, churn budget included) and its start +
+``IDLE_AFTER``: the replay then tells the engine ``set_idle`` (idle runs are the first
+victims) and counts its charged GPU time from then to its end as idle (``idle_spans``). A
+run that restarts after a preemption starts busy and becomes idle again by the same rule.
+Jobs of unknown utilization (every Philly job) are never idle: no event, no figure.
 """
 
 from __future__ import annotations
@@ -32,6 +41,13 @@ from scheduler.simulator.traces import Trace, TraceJob
 
 _FINISH = 0  # finishes sort before min-runtime expiries at the same time
 _EXPIRY = 1
+_IDLE = 2  # a run becomes idle (after its expiry at the same time)
+
+# The product's idle rule (the live loop's, from telemetry): GPUs below 5 % busy for
+# 30 minutes while past the minimum runtime. The replay applies it to a job's mean
+# utilization from the trace.
+IDLE_UTILIZATION = 0.05
+IDLE_AFTER = 1800.0
 
 
 class ConfigError(ValueError):
@@ -113,6 +129,16 @@ class JobRecord:
     run_gpus: int = 0
     run_rows: tuple[int, ...] = ()
     gen: int = 0  # bumped on preemption so the old run's pending events are ignored
+    utilization: float | None = None  # mean GPU busy fraction from the trace (None: unknown)
+    # When the current run became idle (the module's idle rule), or None while it is busy.
+    run_idle_from: float | None = None
+    # Charged GPU time held idle, one (from, to, GPUs) per run that became idle and ended.
+    idle_spans: list[tuple[float, float, int]] = field(default_factory=list)
+
+    @property
+    def idle_prone(self) -> bool:
+        """True when the trace says this job keeps its GPUs below the idle threshold."""
+        return self.utilization is not None and self.utilization < IDLE_UTILIZATION
 
     @property
     def wait(self) -> float | None:
@@ -261,6 +287,7 @@ def _replay(
             resumable=contract.resumable(tj),
             debug=contract.is_debug(tj),
             remaining=tj.duration,
+            utilization=tj.utilization,
         )
         jobs.append(rec)
         rank = bursts.rank(rec.project, tj.submitter, rec.submit, rec.min_runtime)
@@ -330,6 +357,11 @@ def _replay(
                     rec.run_rows,
                 )
             )
+        idle_from = rec.run_idle_from
+        if idle_from is not None:
+            if rec.min_runtime > 0 and t > idle_from:  # the free lane is never charged
+                rec.idle_spans.append((idle_from, t, rec.run_gpus))
+            rec.run_idle_from = None
         rec.run_start = None
         rec.run_rows = ()
         rec.run_gpus = 0
@@ -354,8 +386,12 @@ def _replay(
         while heap and heap[0][0] <= t:
             _, kind, _, j, gen = heapq.heappop(heap)
             rec = jobs[j]
-            if gen != rec.gen or kind != _FINISH:
+            if gen != rec.gen or kind == _EXPIRY:
                 continue  # a stale event of a preempted run, or an expiry (it only wakes us)
+            if kind == _IDLE:
+                sched.set_idle(rec.id, True)
+                rec.run_idle_from = t
+                continue
             sched.finish(rec.id)
             if rec.min_runtime > 0:  # free-lane work asks for nothing owed
                 ledger.change(rec.project, t, demand=-rec.gpus)
@@ -442,6 +478,11 @@ def _replay(
             if wake and t < rec.run_protected_until < t + rec.remaining:
                 seq += 1
                 heapq.heappush(heap, (rec.run_protected_until, _EXPIRY, seq, j, rec.gen))
+            if rec.idle_prone:
+                idle_at = max(rec.run_protected_until, t + IDLE_AFTER)
+                if idle_at < t + rec.remaining:  # it ends before: never idle
+                    seq += 1
+                    heapq.heappush(heap, (idle_at, _IDLE, seq, j, rec.gen))
 
         if sched.pending_count():
             if (

@@ -139,9 +139,21 @@ _ROWS: list[tuple[str, Callable[[dict], object], Callable[[object], str]]] = [
 ]
 
 
+# Shown only when some job of the trace had a utilization (Philly has none: its table stays).
+_IDLE_ROW: tuple[str, Callable[[dict], object], Callable[[object], str]] = (
+    "idle GPU-hours",
+    lambda m: m.get("idle_gpu_hours"),
+    _num,
+)
+
+
 def comparison_rows(metrics: list[dict]) -> list[tuple[str, list[str]]]:
     """The table as (label, one cell per policy) rows: the submit window (while jobs still
-    arrive: what users feel) first, then the whole replay."""
+    arrive: what users feel) first, then the whole replay. "idle GPU-hours" is a row only
+    when some job had a utilization (``jobs_with_utilization``)."""
+    figures = list(_ROWS)
+    if any(m.get("jobs_with_utilization") for m in metrics):
+        figures.append(_IDLE_ROW)
     rows: list[tuple[str, list[str]]] = []
     rows.append(("policy", [m["policy"] for m in metrics]))
     rows.append(("wall seconds", [f"{m['wall_seconds']:.1f}" for m in metrics]))
@@ -149,10 +161,10 @@ def comparison_rows(metrics: list[dict]) -> list[tuple[str, list[str]]]:
     rows.append(("jobs never started", [_num(m["never_started"]) for m in metrics]))
     rows.append(("— submit window —", ["" for _ in metrics]))
     rows.extend(
-        (label, [fmt(get(m["submit_window"])) for m in metrics]) for label, get, fmt in _ROWS
+        (label, [fmt(get(m["submit_window"])) for m in metrics]) for label, get, fmt in figures
     )
     rows.append(("— whole replay —", ["" for _ in metrics]))
-    rows.extend((label, [fmt(get(m)) for m in metrics]) for label, get, fmt in _ROWS)
+    rows.extend((label, [fmt(get(m)) for m in metrics]) for label, get, fmt in figures)
     return rows
 
 

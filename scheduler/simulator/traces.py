@@ -6,7 +6,9 @@ Two formats:
   ``submit_time`` is ISO 8601 (naive times are UTC) or epoch seconds; ``min_runtime_s`` and
   ``resumable`` may be empty (the replay's defaults then apply). An optional ``submitter``
   column names who submitted each job (debug jobs are ranked in bursts per submitter;
-  without it, per project).
+  without it, per project). An optional ``utilization`` column gives each job's mean GPU
+  busy fraction (0 to 1; empty: unknown): a job below ``replay.IDLE_UTILIZATION`` holds
+  idle GPUs (``docs/simulation.md``, "Utilization and idle allocations").
 - ``philly``: the Microsoft Philly job table, ``timestamp,duration,num_gpus,gpu_time,cluster``;
   the project is the ``cluster`` column (the Philly virtual cluster, i.e. the team).
 
@@ -69,6 +71,7 @@ class TraceJob:
     resumable: bool | None = None
     line: int = 0
     submitter: str = ""  # who submitted it, when the trace says ("": unknown)
+    utilization: float | None = None  # mean GPU busy fraction, 0..1 (None: unknown)
 
 
 @dataclass
@@ -151,6 +154,8 @@ def read_trace(stream: Iterable[str] | str, fmt: str = "canonical", source: str 
     index = {name: header.index(name) for name in required}
     if fmt == "canonical" and "submitter" in header:
         index["submitter"] = header.index("submitter")  # optional: who submitted each job
+    if fmt == "canonical" and "utilization" in header:
+        index["utilization"] = header.index("utilization")  # optional: mean GPU busy fraction
     parse_row = _canonical_row if fmt == "canonical" else _philly_row
 
     jobs: list[TraceJob] = []
@@ -270,6 +275,18 @@ def _optional_bool(text: str, name: str) -> bool | None:
     raise ValueError(f"{name} must be true or false (or empty), found {text.strip()!r}")
 
 
+def _optional_fraction(text: str, name: str) -> float | None:
+    """A number from 0 to 1, or None when empty; ValueError naming the field otherwise."""
+    if not text.strip():
+        return None
+    value = _number(text, name)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"{name} must be a fraction from 0 to 1 (or empty), found {text.strip()!r}"
+        )
+    return value
+
+
 def _canonical_row(row: list[str], index: dict[str, int], line: int) -> TraceJob:
     min_runtime_text = row[index["min_runtime_s"]].strip()
     return TraceJob(
@@ -282,6 +299,9 @@ def _canonical_row(row: list[str], index: dict[str, int], line: int) -> TraceJob
         resumable=_optional_bool(row[index["resumable"]], "resumable"),
         line=line,
         submitter=_submitter(row[index["submitter"]]) if "submitter" in index else "",
+        utilization=_optional_fraction(row[index["utilization"]], "utilization")
+        if "utilization" in index
+        else None,
     )
 
 
