@@ -59,6 +59,7 @@ class AuditAction(models.TextChoices):
     RUN_PREEMPT_FORCED = "run_preempt_forced", "Forced preemption"
     ROLE_GRANTED = "role_granted", "Role granted"
     ROLE_REVOKED = "role_revoked", "Role revoked"
+    IDLE_POLICY_CHANGE = "idle_policy_change", "Idle rule changed"
 
 
 class NotificationKind(models.TextChoices):
@@ -71,6 +72,7 @@ class NotificationKind(models.TextChoices):
     WORKLOAD_PREEMPTED = "workload_preempted", "Your workload was preempted or evicted"
     WORKLOAD_FINISHED = "workload_finished", "Your workload finished"
     WORKLOAD_FAILED = "workload_failed", "Your workload failed"
+    WORKLOAD_IDLE = "workload_idle", "Your workload holds GPUs it does not use"
     NODE_ATTENTION = "node_attention", "A node you operate went down or finished draining"
     REPORT_READY = "report_ready", "The monthly usage report is ready"
     TEAM_UNDER_DELIVERED = "team_under_delivered", "Your team got less than it was owed"

@@ -411,6 +411,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduler.tasks.nodes_expire_heartbeats",
         "schedule": SCHEDULER_HEARTBEAT_CHECK_SECONDS,
     },
+    # Runs whose GPUs stay allocated but nearly unused are marked idle, owners told once.
+    "idle-rule": {
+        "task": "scheduler.tasks.idle_rule_apply_all",
+        "schedule": 60,
+        "options": {"expires": 120},
+    },
 }
 # The simulated executor and the demo replay (docs/agents.md).
 # A developer's machine (`make run`) runs the demo's simulated nodes; a server only when asked.

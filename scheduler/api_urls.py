@@ -1,13 +1,14 @@
 """Routes of the scheduler API, included by ``governance/api_urls.py`` under ``/api/``.
 
-User endpoints (sessions and user tokens): ``workloads/``, ``nodes/``, ``node-agents/``.
+User endpoints (sessions and user tokens): ``workloads/``, ``nodes/``, ``node-agents/``,
+``clusters/<id>/idle-policy/``.
 Node agent endpoints (agent tokens only): ``agent/…``.
 """
 
 from django.urls import path
 
 from governance.api.routers import ApiRouter
-from scheduler.api import agent, preemptions, views
+from scheduler.api import agent, idle_policy, preemptions, views
 
 router = ApiRouter()
 router.register("workloads", views.WorkloadViewSet, basename="workload")
@@ -20,6 +21,12 @@ urlpatterns = [
     path("agent/orders/fetch/", agent.OrdersFetchView.as_view(), name="agent-orders-fetch"),
     path("agent/orders/<int:order_id>/ack/", agent.OrderAckView.as_view(), name="agent-order-ack"),
     path("agent/runs/<int:run_id>/exit/", agent.RunExitView.as_view(), name="agent-run-exit"),
+    path("agent/utilization/", agent.UtilizationView.as_view(), name="agent-utilization"),
+    path(
+        "clusters/<int:pk>/idle-policy/",
+        idle_policy.IdlePolicyView.as_view(),
+        name="cluster-idle-policy",
+    ),
     path(
         "workloads/<int:pk>/preempt/",
         preemptions.WorkloadPreemptView.as_view(),

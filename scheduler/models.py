@@ -248,6 +248,9 @@ class Run(models.Model):
     end_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     accounted_until = models.DateTimeField()
+    # Set by the idle rule (``scheduler.services.utilization.idle_rule_apply``) when the run's
+    # GPUs were allocated but nearly unused for the cluster's idle window; cleared when busy.
+    idle_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -681,3 +684,82 @@ class SlurmConnection(models.Model):
 
     def __str__(self) -> str:
         return f"Slurm {self.slurm_cluster} for {self.cluster}"
+
+
+class UtilizationHour(models.Model):
+    """GPU utilization of one run on one node within one UTC hour, as its agent measured it.
+
+    Beside the usage ledger, not part of it: nothing is charged from these rows.
+    ``allocated_gpu_seconds`` is the GPU-seconds the agent watched, ``busy_gpu_seconds`` the
+    part the GPUs were busy (busy <= allocated, a database constraint). Periods the agent had
+    no GPU telemetry for are not stored at all (never as a made-up 0 % busy).
+    ``covered_from``/``reported_until`` bound the periods folded into the row and
+    ``covered_seconds`` is their total length: a repeated report (same period again) is
+    recognised and skipped, and the idle rule weighs the row by how much of it lies in its
+    window. Written by ``scheduler.services.utilization.utilization_report``.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    allocated_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    busy_gpu_seconds = models.DecimalField(**GPU_SECONDS)
+    samples = models.PositiveIntegerField(default=0)
+    memory_max_mib = models.PositiveIntegerField(null=True, blank=True)
+    power_mean_watts = models.DecimalField(max_digits=12, decimal_places=3, null=True, blank=True)
+    covered_from = models.DateTimeField()
+    reported_until = models.DateTimeField()
+    covered_seconds = models.DecimalField(max_digits=18, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["hour", "run_id", "node_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node", "hour"], name="utilization_hour_unique"),
+            models.CheckConstraint(
+                condition=Q(busy_gpu_seconds__gte=0)
+                & Q(busy_gpu_seconds__lte=F("allocated_gpu_seconds")),
+                name="utilization_busy_within_allocated",
+            ),
+        ]
+        indexes = [
+            # Reports and the idle rule: a cluster's rows over a period.
+            models.Index(fields=["cluster", "hour"], name="utilization_hour_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} on node {self.node_id} @ {self.hour:%Y-%m-%d %H:00}"
+
+
+class IdlePolicy(models.Model):
+    """A cluster's idle-allocation rule: a run whose GPUs were busy less than
+    ``busy_below_percent`` % over the last ``for_minutes`` (past its minimum runtime) is marked
+    idle and its owner told. A cluster without a row uses the defaults
+    (``scheduler.selectors.utilization.idle_policy_effective``); org admins change it.
+    """
+
+    cluster = models.OneToOneField("governance.Cluster", on_delete=models.CASCADE, related_name="+")
+    enabled = models.BooleanField(default=True)
+    busy_below_percent = models.DecimalField(max_digits=5, decimal_places=2, default=5)
+    for_minutes = models.PositiveIntegerField(default=30)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(busy_below_percent__gt=0) & Q(busy_below_percent__lte=100),
+                name="idle_policy_percent_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(for_minutes__gte=5) & Q(for_minutes__lte=1440),
+                name="idle_policy_minutes_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = "on" if self.enabled else "off"
+        return f"idle rule {state}: < {self.busy_below_percent} % for {self.for_minutes} min"

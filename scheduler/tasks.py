@@ -168,3 +168,22 @@ def delivery_alerts_check() -> int:
     from scheduler.services.delivery_alerts import delivery_alerts_check, month_usage_check
 
     return delivery_alerts_check() + month_usage_check()
+
+
+@shared_task(soft_time_limit=50, time_limit=60, **RETRY)
+def idle_rule_apply_all() -> int:
+    """Beat entry: apply the idle-allocation rule on every cluster that has nodes; returns
+    how many runs were newly marked idle."""
+    from django.utils import timezone
+
+    from governance.models import Cluster
+    from scheduler.models import Node
+    from scheduler.services.utilization import idle_rule_apply
+
+    _close_broken_connection()
+    marked = 0
+    for cluster in Cluster.objects.filter(
+        id__in=Node.objects.values("cluster_id").distinct()
+    ).order_by("id"):
+        marked += idle_rule_apply(cluster=cluster, now=timezone.now())["marked"]
+    return marked

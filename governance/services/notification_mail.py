@@ -33,6 +33,8 @@ EMAIL_DEFAULTS = {
     NotificationKind.APPROVAL_DECIDED: EmailChoice.IMMEDIATE,
     NotificationKind.SHARE_CHANGED: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_FAILED: EmailChoice.IMMEDIATE,
+    # Held GPUs others wait for: the owner is asked to act.
+    NotificationKind.WORKLOAD_IDLE: EmailChoice.IMMEDIATE,
     NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.DAILY,
     NotificationKind.WORKLOAD_STARTED: EmailChoice.OFF,
     NotificationKind.WORKLOAD_FINISHED: EmailChoice.OFF,

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.api.parsers import LimitedJSONParser
+from governance.api_errors import flatten_errors
 from governance.parsing import whole_number
 from scheduler.api.authentication import AgentTokenAuthentication, IsNodeAgent
 from scheduler.api.serializers import (
@@ -28,6 +31,9 @@ from scheduler.api.serializers import (
     OrderListSerializer,
     OrderSerializer,
     RunExitSerializer,
+    UtilizationAnswerSerializer,
+    UtilizationItemSerializer,
+    UtilizationReportSerializer,
 )
 from scheduler.choices import OrderKind, OrderState
 from scheduler.models import Node, Order, Run
@@ -38,6 +44,7 @@ from scheduler.services.executor_reports import (
     orders_deliver,
     run_report_exit,
 )
+from scheduler.services.utilization import MAX_REPORTS, utilization_report
 
 
 class NotRegistered(exceptions.APIException):
@@ -182,3 +189,38 @@ class RunExitView(AgentView):
             run=run, outcome=data["outcome"], exit_code=data["exit_code"], node=node
         )
         return Response({"id": run.pk, "state": run.end_reason or "running"})
+
+
+class UtilizationView(AgentView):
+    """What my GPUs did for my runs: periods of allocated and busy GPU-seconds per run.
+
+    Up to 1,000 periods; all are stored or none (each bad one named by index, as
+    ``reports[3].busy_gpu_seconds``). A run of another node is refused like a missing one.
+    Sending the same periods again stores nothing more (200 instead of 201).
+    """
+
+    @extend_schema(
+        tags=["agent"],
+        request=UtilizationReportSerializer,
+        responses={201: UtilizationAnswerSerializer, 200: UtilizationAnswerSerializer},
+    )
+    def post(self, request):
+        node = self.node()
+        raw = request.data.get("reports") if isinstance(request.data, dict) else None
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_REPORTS:
+            raise DRFValidationError({"reports": [f"Give a list of 1 to {MAX_REPORTS:,} reports."]})
+        items, errors = [], {}
+        for index, entry in enumerate(raw):
+            # Item by item, so that every bad one is named, whatever is wrong with it.
+            one = UtilizationItemSerializer(data=entry)
+            if not one.is_valid():
+                for field, messages in flatten_errors(one.errors).items():
+                    name = "" if field == "non_field_errors" else f".{field}"
+                    errors[f"reports[{index}]{name}"] = messages
+                continue
+            items.append(one.validated_data)
+        if errors:
+            raise DRFValidationError(errors)
+        answer = utilization_report(node=node, reports=items, now=timezone.now())
+        code = status.HTTP_201_CREATED if answer["stored"] else status.HTTP_200_OK
+        return Response(UtilizationAnswerSerializer(answer).data, status=code)

@@ -258,6 +258,16 @@ def _event_of(kind: str, p):
         reason = "succeeded" if kind == NotificationKind.WORKLOAD_FINISHED else "failed"
         run_end(run=make_run(work, node), reason=reason, exit_code=0)
         return p.researcher
+    if kind == NotificationKind.WORKLOAD_IDLE:
+        from scheduler.services.utilization import idle_rule_apply, utilization_report
+        from tests.scheduler.test_utilization_store import T0, item, node_of, run_on
+
+        agent_node = node_of(p.cluster, "gpu-agent")
+        run = run_on(p, agent_node)  # 4 GPUs from T0, minimum runtime 10 minutes
+        end = T0 + timedelta(minutes=40)
+        utilization_report(node=agent_node, reports=[item(run, T0, end, 4 * 2400, 0)], now=end)
+        assert idle_rule_apply(cluster=p.cluster, now=end)["marked"] == 1
+        return p.researcher
     if kind == NotificationKind.WORKLOAD_STARTED:
         from scheduler.services.cycle import scheduling_cycle_run
         from scheduler.services.workloads import workload_submit

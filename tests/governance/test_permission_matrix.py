@@ -337,6 +337,16 @@ DECISIONS: dict[str, Decision] = {
         other=lambda w: {"pk": w.foreign_cluster.pk},
         get_other=ANOTHER_ORG,
     ),
+    # The idle rule: read by whoever sees the cluster, set (PUT) by its org admins only
+    # (the PUT matrix is in tests/scheduler/test_api_utilization.py).
+    "api:cluster-idle-policy": Decision(
+        url=lambda w: {"pk": w.p.cluster.pk},
+        get=SEEN_BY_ORG,
+        post="405 405 405 405 405 405 403",
+        other=lambda w: {"pk": w.foreign_cluster.pk},
+        get_other=ANOTHER_ORG,
+        post_other="405 405 405 405 405 405 403",
+    ),
     "api:cluster-tree": Decision(
         url=lambda w: {"pk": w.p.cluster.pk},
         get=SEEN_BY_ORG,
@@ -477,7 +487,7 @@ DECISIONS: dict[str, Decision] = {
     # id serves; 1 and 2 name no particular object.
     **{
         f"api:agent-{name}": Decision(get=NO_PERSONA, post=NO_PERSONA)
-        for name in ("register", "heartbeat", "orders-fetch")
+        for name in ("register", "heartbeat", "orders-fetch", "utilization")
     },
     "api:agent-order-ack": Decision(
         url=lambda w: {"order_id": 1},
