@@ -272,7 +272,7 @@ def _write_stops(
     )
     open_by_workload = {
         workload_id: run_id
-        for run_id, workload_id, _, _, stop_requested_at, _ in state.open_runs.values()
+        for run_id, workload_id, _, _, stop_requested_at, *_ in state.open_runs.values()
         if stop_requested_at is None
     }
     stopping = []

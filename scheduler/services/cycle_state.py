@@ -26,8 +26,8 @@ LIVE_STATES = (WorkloadState.PENDING, WorkloadState.RUNNING, WorkloadState.PREEM
 
 # (id, name, GPUs, state)
 NodeRow = tuple[int, str, int, str]
-# (run id, workload id, placement, started at, stop requested at, loan for)
-OpenRun = tuple[int, int, dict, datetime, datetime | None, int | None]
+# (run id, workload id, placement, started at, stop requested at, loan for, idle since)
+OpenRun = tuple[int, int, dict, datetime, datetime | None, int | None, datetime | None]
 
 
 @dataclass
@@ -185,7 +185,13 @@ def open_runs_read(
     return {
         run[1]: run
         for run in runs.order_by().values_list(
-            "id", "workload_id", "placement", "started_at", "stop_requested_at", "loan_for_id"
+            "id",
+            "workload_id",
+            "placement",
+            "started_at",
+            "stop_requested_at",
+            "loan_for_id",
+            "idle_since",
         )
     }
 
@@ -241,12 +247,14 @@ def workloads_record(
         work = engine_workload(row, budget.key(row.project_id))
         if running:
             assert run is not None
-            _, _, placement, started_at, _, loan_for = run
+            _, _, placement, started_at, _, loan_for, idle_since = run
             sched.add_running(
                 work,
                 placement,
                 started_at.timestamp(),
                 loan_for=None if loan_for is None else str(loan_for),
+                # Marked by the idle rule: among the victims the policy allows, it goes first.
+                idle=idle_since is not None,
             )
         elif row.state == WorkloadState.PENDING:
             sched.submit(work)

@@ -63,7 +63,7 @@ def _step(rng: random.Random, world, now: datetime) -> None:
     """One random thing happens: submits, ends, stop acknowledgements, cancels, node
     drains and repairs — each through the service a user, an agent or an operator uses."""
     cluster = world.cluster
-    action = rng.choice(["submit", "submit", "submit", "end", "ack", "cancel", "node"])
+    action = rng.choice(["submit", "submit", "submit", "end", "ack", "cancel", "node", "idle"])
     if action == "submit":
         for _ in range(rng.randint(1, 4)):
             gpus, nodes = rng.choice([(1, 1), (1, 1), (2, 1), (4, 1), (8, 1), (16, 2)])
@@ -82,6 +82,11 @@ def _step(rng: random.Random, world, now: datetime) -> None:
             stop_requested_at=None
         ):
             run_end(run=run, reason=run.stop_reason, now=now)
+    elif action == "idle":
+        # What the idle rule writes: a run marked idle, or busy again (it orders victims).
+        runs = list(Run.objects.filter(cluster=cluster, ended_at=None))
+        for run in rng.sample(runs, min(len(runs), rng.randint(1, 2))):
+            Run.objects.filter(pk=run.pk).update(idle_since=None if run.idle_since else now)
     elif action == "cancel":
         live = list(
             Workload.objects.filter(
@@ -188,3 +193,50 @@ def test_keeping_the_engine_can_be_turned_off(settings):
     for at in range(3):
         record = scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=at))
         assert record.engine == "keeping the engine is turned off"
+
+
+@pytest.mark.parametrize("mark_idle", [False, True])
+def test_a_run_marked_idle_is_noted_and_goes_first_among_the_victims(settings, mark_idle):
+    # Team a (no share) fills the two nodes from T0: one 8-GPU run and two 4-GPU runs, all
+    # past their minimum; team b (100 %) asks for 4 GPUs. A 4-GPU run loses half what the
+    # 8-GPU one would (same checkpoints) and is taken, unless the 8-GPU run is marked idle:
+    # then it goes, although it loses more. The engine is kept throughout.
+    settings.SCHEDULER_REBUILD_SECONDS = 10**6
+    world = build_world(nodes=2, shares={"a": None, "b": "100"})
+    kept_engines_clear()
+    for name, gpus in (("big", 8), ("small1", 4), ("small2", 4)):
+        workload_submit(
+            project=world.projects["a"], cluster=world.cluster, name=name, gpus=gpus,
+            min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=T0,
+        )  # fmt: skip
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    runs = {r.workload.name: r for r in Run.objects.filter(cluster=world.cluster)}
+    assert set(runs) == {"big", "small1", "small2"}
+    now = T0 + timedelta(hours=2)
+    if mark_idle:
+        noted = set(WorkloadChange.objects.values_list("id", flat=True))
+        Run.objects.filter(pk=runs["big"].pk).update(idle_since=now)
+        # The database noted it: the kept engine reads the run again.
+        new_notes = WorkloadChange.objects.exclude(id__in=noted)
+        assert set(new_notes.values_list("workload_id", flat=True)) == {runs["big"].workload_id}
+    workload_submit(
+        project=world.projects["b"], cluster=world.cluster, name="b", gpus=4,
+        min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=now,
+    )  # fmt: skip
+    stopped: set[str] = set()
+    hows = set()
+    for minute in range(120):  # until the newcomer's patience for a free slot runs out
+        at = now + timedelta(minutes=minute)
+        hows.add(scheduling_cycle_run(cluster_id=world.cluster.id, now=at).engine)
+        stopped = set(
+            Run.objects.filter(cluster=world.cluster)
+            .exclude(stop_requested_at=None)
+            .values_list("workload__name", flat=True)
+        )
+        if stopped:
+            break
+    assert hows == {"kept"}
+    if mark_idle:
+        assert stopped == {"big"}
+    else:
+        assert len(stopped) == 1 and stopped <= {"small1", "small2"}
