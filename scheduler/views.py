@@ -39,6 +39,7 @@ from scheduler.selectors.node_map import (
 from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.queue_positions import queue_positions_attach
+from scheduler.selectors.utilization import idle_policy_effective
 from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
@@ -416,11 +417,19 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     for run in workload.runs.all():
         run.preemptor_shown, run.explanation_shown = run_stop_shown(vis, run)
     can_cancel = workload.state not in TERMINAL_STATES and may_cancel(vis, workload)
+    open_run = next((r for r in workload.runs.all() if r.ended_at is None), None)
+    idle = None
+    if open_run is not None and open_run.idle_since is not None:
+        idle = {
+            "since": open_run.idle_since,
+            "rule": idle_policy_effective(cluster=workload.cluster),
+        }
     return render(
         request,
         "scheduler/workload_detail.html",
         {
             "workload": workload,
+            "idle": idle,
             "can_cancel": can_cancel,
             # Operators may stop a running run now (scheduler/preemption_views.py).
             "can_preempt": workload.state == WorkloadState.RUNNING

@@ -159,3 +159,16 @@ def test_beat_runs_the_rule_every_minute_on_clusters_with_nodes(world, settings)
     assert idle_rule_apply_all() == 1
     run.refresh_from_db()
     assert run.idle_since is not None
+
+
+def test_the_workload_page_flags_an_idle_run_with_the_rule(world, client):
+    personas, node, run = world
+    page = f"/workloads/{run.workload_id}/"
+    client.force_login(personas.researcher)
+    assert 'data-testid="idle"' not in client.get(page).content.decode()
+    report(node, run, 0, 40, "0.01")
+    apply(personas, 40)
+    IdlePolicy.objects.filter(cluster=personas.cluster).delete()  # the defaults apply
+    text = client.get(page).content.decode()
+    assert 'data-testid="idle"' in text
+    assert "busy less than 5 % for 30 minutes" in text
