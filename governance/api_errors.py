@@ -92,3 +92,27 @@ def not_found(request, exception=None):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
     return page_not_found(request, exception)
+
+
+def batch_items(data, key: str, serializer_class, maximum: int):
+    """Validate a batch body ``{key: [item, …]}`` item by item with ``serializer_class``.
+
+    Returns ``(items, errors)``: ``(index, validated data)`` of each good item, and every bad
+    one's messages named ``key[index].field`` (all of them, whatever is wrong, so a sweep or
+    an agent's report hears of every mistake at once). Raises DRF's ``ValidationError`` on
+    ``key`` when the body holds no list of 1 to ``maximum`` items. The caller stores nothing
+    unless ``errors`` is empty.
+    """
+    raw = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(raw, list) or not 1 <= len(raw) <= maximum:
+        raise exceptions.ValidationError({key: [f"Give a list of 1 to {maximum:,} {key}."]})
+    items, errors = [], {}
+    for index, entry in enumerate(raw):
+        one = serializer_class(data=entry)
+        if not one.is_valid():
+            for field, messages in flatten_errors(one.errors).items():
+                name = "" if field == "non_field_errors" else f".{field}"
+                errors[f"{key}[{index}]{name}"] = messages
+            continue
+        items.append((index, one.validated_data))
+    return items, errors

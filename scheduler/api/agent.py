@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.api.parsers import LimitedJSONParser
-from governance.api_errors import flatten_errors
+from governance.api_errors import batch_items
 from governance.parsing import whole_number
 from scheduler.api.authentication import AgentTokenAuthentication, IsNodeAgent
 from scheduler.api.serializers import (
@@ -206,21 +206,11 @@ class UtilizationView(AgentView):
     )
     def post(self, request):
         node = self.node()
-        raw = request.data.get("reports") if isinstance(request.data, dict) else None
-        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_REPORTS:
-            raise DRFValidationError({"reports": [f"Give a list of 1 to {MAX_REPORTS:,} reports."]})
-        items, errors = [], {}
-        for index, entry in enumerate(raw):
-            # Item by item, so that every bad one is named, whatever is wrong with it.
-            one = UtilizationItemSerializer(data=entry)
-            if not one.is_valid():
-                for field, messages in flatten_errors(one.errors).items():
-                    name = "" if field == "non_field_errors" else f".{field}"
-                    errors[f"reports[{index}]{name}"] = messages
-                continue
-            items.append(one.validated_data)
+        items, errors = batch_items(request.data, "reports", UtilizationItemSerializer, MAX_REPORTS)
         if errors:
             raise DRFValidationError(errors)
-        answer = utilization_report(node=node, reports=items, now=timezone.now())
+        answer = utilization_report(
+            node=node, reports=[item for _, item in items], now=timezone.now()
+        )
         code = status.HTTP_201_CREATED if answer["stored"] else status.HTTP_200_OK
         return Response(UtilizationAnswerSerializer(answer).data, status=code)

@@ -19,7 +19,7 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.response import Response
 
 from governance.api.views import VisibilityMixin, resolve_visible
-from governance.api_errors import flatten_errors
+from governance.api_errors import batch_items
 from governance.filters import StrictBooleanFilter
 from governance.models import Cluster, Project
 from governance.parsing import whole_number
@@ -227,22 +227,10 @@ def sweep_submit(*, vis, data, user) -> list[Workload]:
     malformed, on a project the user does not belong to, or more than the cluster can run.
     Nothing is stored unless every item is good.
     """
-    raw = data.get("workloads") if isinstance(data, dict) else None
-    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_BULK_WORKLOADS:
-        raise DRFValidationError(
-            {"workloads": [f"Give a list of 1 to {MAX_BULK_WORKLOADS:,} workloads."]}
-        )
+    parsed, errors = batch_items(data, "workloads", WorkloadSubmitSerializer, MAX_BULK_WORKLOADS)
     resolved: dict[tuple, tuple[Project, Cluster] | DjangoValidationError] = {}
-    items, errors = [], {}
-    for index, entry in enumerate(raw):
-        # Item by item, so that every bad one is named, whatever is wrong with it.
-        one = WorkloadSubmitSerializer(data=entry)
-        if not one.is_valid():
-            for field, messages in flatten_errors(one.errors).items():
-                name = "" if field == "non_field_errors" else f".{field}"
-                errors[f"workloads[{index}]{name}"] = messages
-            continue
-        fields = one.validated_data
+    items = []
+    for index, fields in parsed:
         key = (fields["project"], fields.get("cluster"))
         if key not in resolved:  # a sweep names the same project hundreds of times
             try:
