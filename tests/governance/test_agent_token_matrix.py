@@ -89,6 +89,7 @@ def test_the_agent_routes_are_the_ones_the_node_agent_uses():
         "api:agent-orders-fetch",
         "api:agent-register",
         "api:agent-run-exit",
+        "api:agent-utilization",  # scheduler.agent.client.AgentClient.report_utilization
     ]
 
 
