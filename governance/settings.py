@@ -481,5 +481,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"client_errors": {"()": "governance.log_filters.ClientErrorsWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_errors"]}},
+    # Django's own console handler (DEBUG only) would print a refused request's traceback
+    # beside ours: its records go up to the root's filtered console alone (no ADMINS are
+    # set, so Django's mail handler had nobody to write to).
+    "loggers": {"django": {"handlers": [], "level": env_str("LOG_LEVEL", "INFO")}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }

@@ -53,3 +53,29 @@ def test_a_server_error_keeps_its_traceback():
     record.status_code = 500
     assert ClientErrorsWithoutTraceback().filter(record)
     assert record.exc_info is not None
+
+
+def test_no_handler_on_the_way_prints_a_refused_requests_traceback(settings):
+    # With DEBUG on (make run), Django's own console handler printed the traceback beside
+    # the filtered line. Every handler a django.request record reaches must print it bare.
+    settings.DEBUG = True
+    try:
+        raise PermissionError("no")
+    except PermissionError as exc:
+        exc_info = (type(exc), exc, exc.__traceback__)
+    logger = logging.getLogger("django.request")
+    printed = []
+    current = logger
+    while current is not None:
+        for handler in current.handlers:
+            if type(handler).__module__.startswith("_pytest"):
+                continue  # pytest's own capture, not the console
+            record = logger.makeRecord(
+                logger.name, logging.WARNING, __file__, 1, "Forbidden (Permission denied): %s",
+                ("/audit/",), exc_info, extra={"status_code": 403},
+            )  # fmt: skip
+            if handler.filter(record):
+                printed.append(handler.format(record))
+        current = current.parent if current.propagate else None
+    assert printed  # the console prints it…
+    assert all("Traceback" not in text for text in printed)  # …on one line
