@@ -26,7 +26,7 @@ from governance.api_errors import flatten_errors
 from governance.models import Cluster, Organization, Project
 from governance.views.common import visibility_of
 from scheduler.api.views import sweep_submit
-from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, WorkloadState
+from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, RunLane, WorkloadState
 from scheduler.forms import SimulationForm, SweepUploadForm, WorkloadSubmitForm
 from scheduler.models import Node, Run, SchedulingCycle, SimulationJob, SimulationJobState
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
@@ -423,6 +423,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         idle = {
             "since": open_run.idle_since,
             "rule": idle_policy_effective(cluster=workload.cluster),
+            "charged": open_run.lane == RunLane.CHARGED,  # the free lane is never charged
         }
     return render(
         request,

@@ -172,3 +172,6 @@ def test_the_workload_page_flags_an_idle_run_with_the_rule(world, client):
     text = client.get(page).content.decode()
     assert 'data-testid="idle"' in text
     assert "busy less than 5 % for 30 minutes" in text
+    assert "its time is still charged" in text  # a charged run (the free lane is not)
+    Run.objects.filter(pk=run.pk).update(lane="free")
+    assert "its time is still charged" not in client.get(page).content.decode()
