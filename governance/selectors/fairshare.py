@@ -19,17 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster, Program, Project, UsageDay
+from governance.models import Cluster, Program, Project, UsageDay
+from governance.selectors.tree import ShareRow, pick_shares, share_rows
 from governance.selectors.usage import first_accounted_hour, kept_while_final, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
-from scheduler.selectors.budget import ClusterBudget, cluster_budget
+from scheduler.selectors.budget import ClusterBudget, TreeRows, budget_from
 from scheduler.selectors.offer_order import OfferOrder, offer_order
 from scheduler.selectors.usage import usage_window_by_project
 
@@ -129,7 +131,7 @@ class FairShareView:
 
 def _whole_keys(visibility, organization_id: int, programs, projects) -> set[tuple[str, int]]:
     """Nodes whose whole subtree the viewer sees (their usage totals may be shown)."""
-    if organization_id in visibility.admin_org_ids | visibility.finance_org_ids:
+    if visibility.sees_whole_organization(organization_id):
         keys = {("organization", organization_id)}
         keys |= {("program", p.id) for p in programs}
         keys |= {("project", p.id) for p in projects}
@@ -257,21 +259,38 @@ def _past_usage(
     )
 
 
-def _budgets_at(cluster: Cluster, instants: list[datetime]) -> list[ClusterBudget]:
-    """``cluster_budget`` at each instant, built once per distinct set of share rows."""
-    rows = list(
-        Allocation.objects.filter(cluster=cluster).values_list("id", "valid_from", "valid_to")
-    )
+def _budgets_at(
+    tree: TreeRows, rows: list[ShareRow], instants: list[datetime]
+) -> list[ClusterBudget]:
+    """The budget at each instant (``cluster_budget``'s, from rows already read), built once
+    per distinct set of share rows in force."""
     budgets: list[ClusterBudget] = []
     cache: dict[frozenset, ClusterBudget] = {}
     for t in instants:
-        signature = frozenset(
-            pk for pk, start, end in rows if start <= t and (end is None or t < end)
-        )
+        signature = frozenset(row.order for row in rows if row.covers(t))
         if signature not in cache:
-            cache[signature] = cluster_budget(cluster=cluster, at=t)
+            cache[signature] = budget_from(tree, pick_shares(rows, t))
         budgets.append(cache[signature])
     return budgets
+
+
+class _Node(NamedTuple):
+    """A program or project as the page names it (``program_id`` is None for a program)."""
+
+    id: int
+    name: str
+    program_id: int | None = None
+
+
+@dataclass
+class _TreeInputs:
+    """What every instant's ranking reads besides usage, read once per page."""
+
+    cluster: Cluster
+    tree: TreeRows
+    share_rows: list[ShareRow]
+    programs_by_slug: dict[str, int]
+    project_ids: list[int]
 
 
 @dataclass
@@ -359,29 +378,89 @@ def _rank(
     )
 
 
+def _ranked_all(inputs: _TreeInputs, budgets: list[ClusterBudget], usage: list) -> list[_Ranked]:
+    """``_rank`` of each budget with its usage, one tree index per distinct budget."""
+    organization_id = inputs.cluster.organization_id
+    indexes: dict[int, _TreeIndex] = {}  # by budget: instants with the same shares share one
+    ranked = []
+    for budget, amounts in zip(budgets, usage, strict=True):
+        tree_index = indexes.get(id(budget))
+        if tree_index is None:
+            tree_index = indexes[id(budget)] = _tree_index(
+                budget, organization_id, inputs.programs_by_slug, inputs.project_ids
+            )
+        ranked.append(_rank(budget, tree_index, amounts))
+    return ranked
+
+
+# A past instant's part of each row: its metric and sibling rank, keyed by ``(kind, id)``.
+_PastPoint = tuple[dict[tuple[str, int], float | None], dict[tuple[str, int], int]]
+
+
+def _past_points(inputs: _TreeInputs, instants: list[datetime], window: timedelta):
+    """Each past instant's metrics and sibling ranks, kept while every hour they read is
+    final (``kept_while_final``) and the tree and its share rows are as they were — ranking
+    a fortnight of instants is most of the page's work, and the past does not change."""
+    if not instants:
+        return []
+
+    def make() -> list[_PastPoint]:
+        usage = _past_usage(inputs.cluster, instants, window)
+        budgets = _budgets_at(inputs.tree, inputs.share_rows, instants)
+        return [(r.metric, r.sibling_rank) for r in _ranked_all(inputs, budgets, usage)]
+
+    return kept_while_final(
+        "fairshare:past-ranking",
+        cluster_ids=[inputs.cluster.pk],
+        end=instants[-1],
+        inputs=(
+            window.total_seconds(),
+            [t.timestamp() for t in instants],
+            inputs.tree,
+            sorted(
+                (
+                    r.order,
+                    r.node,
+                    str(r.percent),
+                    r.valid_from.timestamp(),
+                    r.valid_to and r.valid_to.timestamp(),
+                )
+                for r in inputs.share_rows
+            ),
+        ),
+        make=make,
+    )
+
+
+def _visible_ids(visibility, organization_id: int) -> tuple[set[int] | None, set[int] | None, bool]:
+    """The programs and projects of the organization the viewer sees (None: all of them),
+    and whether they see the organization itself."""
+    if visibility.sees_whole_organization(organization_id):
+        return None, None, True
+    programs = visibility.programs().filter(organization_id=organization_id)
+    projects = visibility.projects().filter(program__organization_id=organization_id)
+    return (
+        set(programs.values_list("id", flat=True)),
+        set(projects.values_list("id", flat=True)),
+        visibility.organizations().filter(pk=organization_id).exists(),
+    )
+
+
 def _visible_rows(
     visibility,
     cluster: Cluster,
-    programs: list[Program],
-    projects: list[Project],
-    ranked: list[_Ranked],
+    programs: list[_Node],
+    projects: list[_Node],
+    past: list[_PastPoint],
+    current: _Ranked,
     offers: OfferOrder,
     budget_now: ClusterBudget,
 ) -> list[FairShareRow]:
     """The rows the viewer sees, depth-first in ranking order: the organization, each
     visible program, then its visible projects (first-to-go first, unbudgeted last)."""
     organization_id = cluster.organization_id
-    current = ranked[-1]
     offer_position = {pid: position for position, pid in enumerate(offers.order, start=1)}
-    visible_programs = set(
-        visibility.programs().filter(organization_id=organization_id).values_list("id", flat=True)
-    )
-    visible_projects = set(
-        visibility.projects()
-        .filter(program__organization_id=organization_id)
-        .values_list("id", flat=True)
-    )
-    sees_org = visibility.organizations().filter(pk=organization_id).exists()
+    visible_programs, visible_projects, sees_org = _visible_ids(visibility, organization_id)
     whole = _whole_keys(visibility, organization_id, programs, projects)
     # Shares of every node now (percent of the parent), also those the engine leaves out.
     shares_now = budget_now.shares
@@ -405,8 +484,8 @@ def _visible_rows(
             running_gpus=offers.running.get(obj.id) if kind == "project" else None,
             entitled_gpus=offers.entitled.get(obj.id) if kind == "project" else None,
             below_entitlement=kind == "project" and obj.id in offers.below,
-            history=[r.metric.get(key) for r in ranked],
-            rank_history=[r.sibling_rank.get(key) for r in ranked],
+            history=[*(metric.get(key) for metric, _ in past), current.metric.get(key)],
+            rank_history=[*(rank.get(key) for _, rank in past), current.sibling_rank.get(key)],
         )
         if row.whole:
             row.usage_gpu_seconds = current.usage.get(key, 0.0)
@@ -423,7 +502,7 @@ def _visible_rows(
             (
                 make("program", p, 1, ("organization", organization_id))
                 for p in programs
-                if p.id in visible_programs
+                if visible_programs is None or p.id in visible_programs
             ),
             key=sort_key,
         )
@@ -434,7 +513,8 @@ def _visible_rows(
                     (
                         make("project", p, 2, program_row.key)
                         for p in projects
-                        if p.program_id == program_row.id and p.id in visible_projects
+                        if p.program_id == program_row.id
+                        and (visible_projects is None or p.id in visible_projects)
                     ),
                     key=sort_key,
                 )
@@ -460,36 +540,42 @@ def fairshare_ranking(
     days = max(1, min(int(days), MAX_HISTORY_DAYS))
     window_seconds = int(settings.SCHEDULER_WINDOW_SECONDS)
     window = timedelta(seconds=window_seconds)
-    organization_id = cluster.organization_id
-    programs = list(Program.objects.filter(organization_id=organization_id).order_by("name"))
-    projects = list(
-        Project.objects.filter(program__organization_id=organization_id).order_by("name")
+    organization = cluster.organization
+    programs, program_slugs = [], []
+    named = Program.objects.filter(organization=organization).order_by("name")
+    for pk, name, slug in named.values_list("id", "name", "slug"):
+        programs.append(_Node(pk, name))
+        program_slugs.append((pk, slug))
+    projects, project_slugs = [], []
+    named = Project.objects.filter(program__organization=organization).order_by("name")
+    for pk, name, slug, program_id in named.values_list("id", "name", "slug", "program_id"):
+        projects.append(_Node(pk, name, program_id))
+        project_slugs.append((pk, slug, program_id))
+    tree = TreeRows(  # by id, as ``tree_rows`` reads it
+        organization_slug=organization.slug,
+        programs=tuple(sorted(program_slugs)),
+        projects=tuple(sorted(project_slugs)),
     )
-    all_project_ids = [p.id for p in projects]
-    programs_by_slug = {p.slug: p.id for p in programs}
-
+    inputs = _TreeInputs(
+        cluster=cluster,
+        tree=tree,
+        share_rows=share_rows(cluster=cluster),
+        programs_by_slug={slug: pk for pk, slug in tree.programs},
+        project_ids=[p.id for p in projects],
+    )
     instants = _history_instants(now, days, first_accounted_hour(cluster=cluster, until=now))
-    past_usage = _past_usage(cluster, instants[:-1], window)
+    past = _past_points(inputs, instants[:-1], window)
     current_usage = usage_window_by_project(cluster=cluster, now=now, window_seconds=window_seconds)
-    budgets = _budgets_at(cluster, instants)
-    indexes: dict[int, _TreeIndex] = {}  # by budget: instants with the same shares share one
-    ranked = []
-    for budget, usage in zip(budgets, [*past_usage, current_usage], strict=True):
-        tree_index = indexes.get(id(budget))
-        if tree_index is None:
-            tree_index = indexes[id(budget)] = _tree_index(
-                budget, organization_id, programs_by_slug, all_project_ids
-            )
-        ranked.append(_rank(budget, tree_index, usage))
-    current = ranked[-1]
+    budget_now = budget_from(tree, pick_shares(inputs.share_rows, now))
+    (current,) = _ranked_all(inputs, [budget_now], [current_usage])
     offers = offer_order(
         cluster=cluster,
-        budget=budgets[-1],
+        budget=budget_now,
         usage=current_usage,
-        project_ids=all_project_ids,
+        project_ids=inputs.project_ids,
         now=now,
     )
-    rows = _visible_rows(visibility, cluster, programs, projects, ranked, offers, budgets[-1])
+    rows = _visible_rows(visibility, cluster, programs, projects, past, current, offers, budget_now)
     project_rows = [row for row in rows if row.kind == "project"]
     project_order = sorted(
         project_rows, key=lambda r: (r.order_position is None, r.order_position or 0, r.name)

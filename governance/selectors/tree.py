@@ -70,6 +70,23 @@ def pick_shares(rows: Iterable[ShareRow], at: datetime) -> dict[tuple[str, int],
     return {key: row.percent for key, row in best.items()}
 
 
+def share_rows(*, cluster: Cluster) -> list[ShareRow]:
+    """Every stored share row of ``cluster``, as the effective-dating rule sees them. One
+    query; ``pick_shares(rows, t)`` is then ``shares_at`` at any instant t without another."""
+    return [
+        ShareRow(
+            node=("program", program_id) if program_id else ("project", project_id),
+            percent=percent,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            order=(0, pk),
+        )
+        for pk, program_id, project_id, percent, valid_from, valid_to in Allocation.objects.filter(
+            cluster=cluster
+        ).values_list("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
+    ]
+
+
 def _node_filter(node: Program | Project) -> Q:
     return Q(program=node) if isinstance(node, Program) else Q(project=node)
 

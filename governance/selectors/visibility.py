@@ -138,6 +138,11 @@ class Visibility:
             | Q(lines__project_id__in=self.pi_project_ids)
         ).distinct()
 
+    def sees_whole_organization(self, organization_id: int) -> bool:
+        """Sees every program and project of the organization (org admin or finance): the
+        same rule as ``programs()`` and ``projects()``, answered without a query."""
+        return organization_id in self._whole_org_ids
+
     def is_org_admin(self, organization_id: int) -> bool:
         """Holds the org admin role on the organization with this id."""
         return organization_id in self.admin_org_ids

@@ -221,6 +221,29 @@ def test_history_from_the_daily_cache_is_the_same(personas, usage):
     assert [r.rank_history for r in after.rows] == [r.rank_history for r in before.rows]
 
 
+def test_a_kept_history_follows_a_corrected_share(personas, usage):
+    """The past instants' ranking is kept while their usage is final, but not past a change
+    of the tree's share rows: corrected to Vision 50 %, Language 50 % for all time, the
+    ranking at yesterday's midnight is Vision 10/70 ÷ 0.5 = 0.2857, Language 60/70 ÷ 0.5 =
+    1.7143 (it was 0.2381 and 2.1429), on the second visit as on the first."""
+    from governance.models import Allocation
+
+    AccountingCursor.objects.create(cluster=personas.cluster, accounted_until=usage)
+    assert usage_days_refresh(cluster=personas.cluster) >= 2
+    visibility = user_visibility(user=personas.org_admin)
+
+    def vision_and_language():
+        view = fairshare_ranking(visibility=visibility, cluster=personas.cluster, now=usage, days=3)
+        rows = rows_by_name(view)
+        return rows["Vision"].history[1], rows["Language"].history[1]
+
+    kept = [vision_and_language(), vision_and_language()]
+    assert kept == [pytest.approx(((10 / 70) / 0.6, (60 / 70) / 0.4))] * 2
+    for program in (personas.program_a, personas.program_b):
+        Allocation.objects.filter(program=program).update(percent=Decimal(50))
+    assert vision_and_language() == pytest.approx(((10 / 70) / 0.5, (60 / 70) / 0.5))
+
+
 def test_a_new_installation_has_an_hourly_history(personas):
     """Five hours of accounting: fourteen daily points would be one dot and "now"; the
     history has a point at the end of every hour since accounting began."""
