@@ -67,6 +67,11 @@ class DeliveryGlance:
     hourly_delivery_ratio: Decimal | None
     days: list[DeliveryDay] = field(default_factory=list)
 
+    @property
+    def above_owed_gpu_hours(self) -> Decimal:
+        """GPU-hours delivered beyond those owed (spare GPUs the node was lent), else 0."""
+        return max(Decimal(0), self.delivered_gpu_hours - self.owed_gpu_hours)
+
 
 @dataclass
 class FinanceGlance:

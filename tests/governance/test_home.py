@@ -50,11 +50,26 @@ def test_a_pi_sees_what_the_project_was_owed_and_delivered_this_week(client, per
     html = home(client, personas.pi)
     section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
     assert "Detection" in section
-    assert '<div class="big">16</div><div class="muted small">GPU-hours delivered of 15.2 owed' in (
-        section
-    )
+    # More was delivered than owed: the card says so rather than "16 of 15.2".
+    assert (
+        '<div class="big">16</div><div class="muted small">GPU-hours delivered: all 15.2 owed,'
+        " and 0.8 more on GPUs others did not need"
+    ) in section
     assert '<div class="big">100.00 %</div>' in section
     assert section.count("<li title=") == 7  # one bar per day of the week
+
+
+def test_a_pi_short_of_what_was_owed_reads_delivered_of_owed(client, personas):
+    # Yesterday 10:00: owed min(10, 10) = 10 GPU-hours, delivered 5.
+    hour = timezone.now().astimezone(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+    hour_row(personas, personas.project_a1, hour - timedelta(days=1), entitled=36000,
+             demand=36000, budgeted=18000)  # fmt: skip
+    html = home(client, personas.pi)
+    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    assert '<div class="big">5</div><div class="muted small">GPU-hours delivered of 10 owed' in (
+        section
+    )
+    assert '<div class="big">50.00 %</div>' in section and "more on GPUs" not in section
 
 
 def test_a_program_manager_sees_the_program(client, personas):
@@ -62,7 +77,7 @@ def test_a_program_manager_sees_the_program(client, personas):
     html = home(client, personas.program_manager)
     section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
     # Vision = Detection (owed 15.2, delivered 16) + Segmentation (nothing).
-    assert "Vision" in section and "GPU-hours delivered of 15.2 owed" in section
+    assert "Vision" in section and "GPU-hours delivered: all 15.2 owed, and 0.8 more" in section
 
 
 def test_finance_sees_last_months_gpu_hours_and_cost_with_the_downloads(client, personas):
