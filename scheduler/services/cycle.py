@@ -41,7 +41,12 @@ from scheduler.choices import (
     WorkloadState,
 )
 from scheduler.models import Node, Order, Run, RunNode, SchedulingCycle, Workload
-from scheduler.services.cycle_kept import kept_engine_store, kept_engine_take
+from scheduler.services.cycle_kept import (
+    KeptEngine,
+    kept_engine_rebuild,
+    kept_engine_store,
+    kept_engine_take,
+)
 from scheduler.services.cycle_state import CycleState, WorkloadRow, cycle_usage_read
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
 from scheduler.services.node_notices import node_changed_notify
@@ -415,15 +420,39 @@ def scheduling_cycle_run(
                 gc.enable()
 
 
+def _decide(cluster: Cluster, kept: KeptEngine, now: datetime) -> tuple[int, int, object]:
+    """Run ``kept``'s engine at ``now``: pending and running counts before, and its result."""
+    sched = kept.sched
+    pending, running = sched.pending_count(), len(sched.running)
+    usage = cycle_usage_read(cluster, kept.budget, now)
+    return pending, running, sched.cycle(now.timestamp(), usage, explain=True)
+
+
+def _victims_without_open_run(state: CycleState, result) -> int:
+    """How many of the engine's victims have no open run without a stop request in
+    ``state`` (the engine's records): each is an eviction the cycle could not write."""
+    return sum(
+        1
+        for p in result.preemptions
+        if (run := state.open_runs.get(int(p.workload_id))) is None or run[4] is not None
+    )
+
+
 def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> SchedulingCycle:
     """The body of a cycle, run under the cycle lock: take the engine (kept, brought up to
     date, or rebuilt), run it, write what it decided, keep it for the next cycle."""
     kept = kept_engine_take(cluster=cluster, now=now, policy=policy)
-    sched = kept.sched
-    pending = sched.pending_count()
-    running = len(sched.running)
-    usage = cycle_usage_read(cluster, kept.budget, now)
-    result = sched.cycle(now.timestamp(), usage, explain=True)
+    pending, running, result = _decide(cluster, kept, now)
+    if kept.how == "kept" and (lacking := _victims_without_open_run(kept.state, result)):
+        # The kept records and the engine disagree and no change note says why: nothing of
+        # this cycle is written (a start may rely on that stop); decide again from scratch.
+        kept = kept_engine_rebuild(
+            cluster=cluster,
+            now=now,
+            policy=policy,
+            why=f"{lacking} victim(s) with no open run in the kept records",
+        )
+        pending, running, result = _decide(cluster, kept, now)
     applied = _apply(cluster, kept.state, result, now)
     summary = Counter(result.reasons.values()).most_common(REASONS_SUMMARY_SIZE)
     record = SchedulingCycle.objects.create(

@@ -94,20 +94,33 @@ def kept_engine_take(*, cluster: Cluster, now: datetime, policy: str) -> KeptEng
             kept.now = now
             kept.how = "kept"
             return kept
-    state = cycle_state_read(cluster)
-    sched = cycle_engine_build(state, budget, policy)
     if kept is not None:
         logger.info("cycle %s: engine rebuilt (%s)", cluster.id, doubt)
+    return _built(cluster, now, policy, budget, doubt or "first cycle on this worker")
+
+
+def kept_engine_rebuild(*, cluster: Cluster, now: datetime, policy: str, why: str) -> KeptEngine:
+    """A new engine built from the database, for a cycle that found the one it took in
+    doubt only after running it (``why`` says how); the taken one is dropped."""
+    logger.warning("cycle %s: engine rebuilt (%s)", cluster.id, why)
+    return _built(cluster, now, policy, cluster_budget(cluster=cluster, at=now), why)
+
+
+def _built(
+    cluster: Cluster, now: datetime, policy: str, budget: ClusterBudget, how: str
+) -> KeptEngine:
+    """An engine and its records read from the database."""
+    state = cycle_state_read(cluster)
     return KeptEngine(
         cluster_id=cluster.id,
         policy=policy,
-        window=window,
-        sched=sched,
+        window=float(settings.SCHEDULER_WINDOW_SECONDS),
+        sched=cycle_engine_build(state, budget, policy),
         state=state,
         budget=budget,
         built_at=now,
         now=now,
-        how=doubt or "first cycle on this worker",
+        how=how,
     )
 
 

@@ -240,3 +240,49 @@ def test_a_run_marked_idle_is_noted_and_goes_first_among_the_victims(settings, m
         assert stopped == {"big"}
     else:
         assert len(stopped) == 1 and stopped <= {"small1", "small2"}
+
+
+def test_a_victim_the_kept_records_lack_rebuilds_the_engine_and_is_stopped(settings):
+    # As above (team a fills both nodes, team b asks for 4 GPUs), but the kept records lose
+    # team a's open runs with no change note to explain it. The kept engine still evicts
+    # one, a stop the cycle could not write (and b's start relies on it): the cycle writes
+    # nothing of that decision, rebuilds the engine from the database and decides again.
+    settings.SCHEDULER_REBUILD_SECONDS = 10**6
+    world = build_world(nodes=2, shares={"a": None, "b": "100"})
+    kept_engines_clear()
+    for name, gpus in (("big", 8), ("small1", 4), ("small2", 4)):
+        workload_submit(
+            project=world.projects["a"], cluster=world.cluster, name=name, gpus=gpus,
+            min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=T0,
+        )  # fmt: skip
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    # A second cycle reads the notes of the first one's starts; then the records are lost.
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=1))
+    from scheduler.services import cycle_kept
+
+    cycle_kept._kept[world.cluster.id].state.open_runs.clear()
+    now = T0 + timedelta(hours=2)
+    workload_submit(
+        project=world.projects["b"], cluster=world.cluster, name="b", gpus=4,
+        min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=now,
+    )  # fmt: skip
+    hows = []
+    stopped: set[str] = set()
+    for minute in range(120):
+        hows.append(
+            scheduling_cycle_run(cluster_id=world.cluster.id, now=now + timedelta(minutes=minute)).engine
+        )  # fmt: skip
+        stopped = set(
+            Run.objects.filter(cluster=world.cluster)
+            .exclude(stop_requested_at=None)
+            .values_list("workload__name", flat=True)
+        )
+        if stopped:
+            break
+    assert len(stopped) == 1 and stopped <= {"small1", "small2"}
+    assert hows[-1] == "1 victim(s) with no open run in the kept records"
+    assert set(hows[:-1]) <= {"kept"}
+    assert Workload.objects.get(name=stopped.pop()).state == WorkloadState.PREEMPTED
+    # The next cycle builds on what was written: the engine is kept again.
+    later = now + timedelta(minutes=len(hows))
+    assert scheduling_cycle_run(cluster_id=world.cluster.id, now=later).engine == "kept"
