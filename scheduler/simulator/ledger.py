@@ -15,6 +15,7 @@ between ``window - 1 h`` and ``window`` of history.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 HOUR = 3600.0
 
@@ -22,8 +23,20 @@ HOUR = 3600.0
 class UsageLedger:
     """Hourly charged / free / demand GPU-seconds per project, plus the window's charged usage."""
 
-    def __init__(self, projects: list[str], origin: float, window_seconds: float) -> None:
-        self.projects = list(projects)
+    def __init__(
+        self,
+        projects: list[str],
+        origin: float,
+        window_seconds: float,
+        prior: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """``prior``: per project, charged GPU-seconds of each hour before ``origin``'s hour,
+        oldest first, newest ending where the ledger begins (a replay that continues a real
+        cluster's usage window). Only the hours the window still reaches count; they leave
+        it as the replay's hours pass, like any other hour. Projects only in ``prior`` are
+        added."""
+        prior = prior or {}
+        self.projects = list(projects) + sorted(set(prior) - set(projects))
         self.index = {p: i for i, p in enumerate(self.projects)}
         self.hour0 = math.floor(origin / HOUR) * HOUR
         self.window_hours = max(1, math.ceil(window_seconds / HOUR))
@@ -38,6 +51,14 @@ class UsageLedger:
         self._window = [0.0] * n
         self._hour = 0
         self._next_boundary = self.hour0 + HOUR
+        # The window's hours before the origin: hour -k is ``self._prior[i][-k]``.
+        reach = self.window_hours - 1
+        self._prior: list[list[float]] = [[0.0] * reach for _ in range(n)]
+        for project, hours in prior.items():
+            i = self.index[project]
+            kept = [float(x) for x in hours][-reach:] if reach else []
+            self._prior[i][reach - len(kept) :] = kept
+            self._window[i] = sum(kept)
 
     @property
     def hours(self) -> int:
@@ -56,9 +77,11 @@ class UsageLedger:
                 self._flush(i, boundary)
             leaving = self._hour + 1 - self.window_hours
             for i in range(len(self.projects)):
+                # Clamp: subtracting floats may leave -1e-9 behind.
                 if leaving >= 0:
-                    # Clamp: subtracting floats may leave -1e-9 behind.
                     self._window[i] = max(0.0, self._window[i] - self.charged[i][leaving])
+                elif self._prior[i][leaving]:
+                    self._window[i] = max(0.0, self._window[i] - self._prior[i][leaving])
                 self.charged[i].append(0.0)
                 self.free[i].append(0.0)
                 self.demand[i].append(0.0)

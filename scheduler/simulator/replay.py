@@ -31,7 +31,7 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.simulator.budgets import Budget
@@ -227,6 +227,7 @@ def replay(
     *,
     scheduler_factory: SchedulerFactory | None = None,
     budget_changes: Sequence[tuple[float, Budget | None]] = (),
+    prior_usage: Mapping[str, Sequence[float]] | None = None,
 ) -> ReplayResult:
     """Replay ``trace`` (see ``_replay``); the collector's freeze is undone however it ends."""
     try:
@@ -236,6 +237,7 @@ def replay(
             config,
             scheduler_factory=scheduler_factory,
             budget_changes=budget_changes,
+            prior_usage=prior_usage,
         )
     finally:
         gc.unfreeze()
@@ -248,6 +250,7 @@ def _replay(
     *,
     scheduler_factory: SchedulerFactory | None = None,
     budget_changes: Sequence[tuple[float, Budget | None]] = (),
+    prior_usage: Mapping[str, Sequence[float]] | None = None,
 ) -> ReplayResult:
     """Replay ``trace`` on a cluster of ``config.gpus`` GPUs under ``config.policy``.
 
@@ -259,6 +262,8 @@ def _replay(
     tree) pairs, the shares as they changed during the trace (a history replayed as the
     organization lived it); at each time the engine gets the new tree and a cycle runs.
     ``shares`` and the owed figures of the result follow ``budgets``, the tree at the start.
+    ``prior_usage``: charged GPU-seconds per project in each hour before the trace's first
+    hour (``UsageLedger``'s ``prior``), so the replay starts from a real usage window.
     """
     from scheduler.engine import Node, PolicyParams, Workload
     from scheduler.engine.bursts import BurstRanker
@@ -322,7 +327,7 @@ def _replay(
         sched = _engine_scheduler(nodes, root, config.policy, params, config.incremental)
     else:
         sched = scheduler_factory(nodes, root, config.policy, params)
-    ledger = UsageLedger(trace.projects, trace.start, config.window_seconds)
+    ledger = UsageLedger(trace.projects, trace.start, config.window_seconds, prior_usage)
     shares = budgets.effective_shares() if budgets else {}
 
     # Free GPU slots per node, lowest first, so the timeline can draw one row per GPU.

@@ -200,3 +200,15 @@ def test_a_share_change_during_the_trace_reaches_the_engine_at_its_moment():
     )
     assert _running_at(same, "B", T0 + 4 * 3600) == 2
     assert _running_at(changed, "B", T0 + 4 * 3600) == 6
+
+
+@pytest.mark.parametrize("heavy", ["A", "B"])
+def test_a_prior_usage_window_orders_the_first_cycle(heavy):
+    # Equal shares, one 8-GPU cluster, and both teams ask for all of it at once. With no
+    # history the tie breaks by name (A first); a team that used 8 GPU-hours in the hour
+    # before the trace goes second.
+    t = trace("a,0,3600,8,A,3600,", "b,0,3600,8,B,3600,")
+    result = replay(t, two_teams(), ReplayConfig(gpus=8), prior_usage={heavy: [8 * 3600.0]})
+    first = min(result.jobs, key=lambda job: job.first_start)
+    assert first.project == ("B" if heavy == "A" else "A")
+    assert sorted(job.first_start for job in result.jobs) == [T0, T0 + 3600]
