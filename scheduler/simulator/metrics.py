@@ -202,6 +202,8 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
                 "free_gpu_hours": _r(free / HOUR, 2),
                 "delivery_ratio": _r(_ratio(min(charged, owed), owed)),
                 "hourly_delivery_ratio": _r(_ratio(hourly_min, owed)),
+                # Σ over hours of min(charged, owed): what was delivered of what was owed.
+                "hourly_delivered_gpu_hours": _r(hourly_min / HOUR, 2),
                 "jobs": jobs_by_project[project],
                 "queue_wait_p90_seconds": _r(percentile(waits_by_project[project], 90), 1),
                 "idle_gpu_hours": _r(idle_by_project[project] / HOUR, 2),

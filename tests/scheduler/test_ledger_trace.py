@@ -21,15 +21,15 @@ H = timedelta(hours=1)
 WEEK = 7 * 86400
 
 
-def workload(world, name, state, submitted, *, resumable=True, declared=None, runs=()):
+def workload(world, name, state, submitted, *, resumable=True, declared=None, runs=(), gpus=2):
     w = Workload.objects.create(
-        project=world.projects["budgeted"], cluster=world.cluster, name=name, gpus=2,
+        project=world.projects["budgeted"], cluster=world.cluster, name=name, gpus=gpus,
         min_runtime_seconds=900, resumable=resumable, state=state, submitted_at=submitted,
         declared_duration_seconds=declared, submitted_by=world.user,
     )  # fmt: skip
     for attempt, (started, ended) in enumerate(runs, start=1):
         Run.objects.create(
-            workload=w, attempt=attempt, project=w.project, cluster=world.cluster, gpus=2,
+            workload=w, attempt=attempt, project=w.project, cluster=world.cluster, gpus=gpus,
             lane=RunLane.CHARGED, started_at=started, ended_at=ended,
             end_reason=RunEndReason.SUCCEEDED if ended else "", accounted_until=ended or NOW,
         )  # fmt: skip
