@@ -291,3 +291,83 @@ def nodes_by_state_bar(counts: Sequence) -> dict:
         xaxis={"title": None, "tickformat": ",d"},
         yaxis={"showticklabels": False, "rangemode": None},
     )
+
+
+def health_utilization(days: Sequence) -> dict:
+    """Utilization (busy ÷ allocated of the measured GPU time) and telemetry coverage per
+    day, in percent: the pyramid's fourth level.
+
+    ``days`` are ``UtilizationDay``s (``day``, ``utilization``, ``coverage``; ``None`` =
+    nothing measured, or nothing in the ledger: a gap, never 0 %). Coverage is dotted: the
+    share of the ledger's allocated GPU-hours the utilization was measured on.
+    """
+    x = [d.day for d in days]
+    traces = [
+        {
+            "type": "scatter",
+            "name": label,
+            "x": x,
+            "y": [_percent(getattr(d, attribute)) for d in days],
+            "mode": "lines+markers",
+            "line": {"color": colour, "dash": dash, "width": 2},
+            "marker": {"size": 5},
+            "hovertemplate": "%{y:.2f} %",
+            "connectgaps": False,
+        }
+        for label, attribute, colour, dash in (
+            ("Utilization (busy ÷ allocated, measured)", "utilization", "#6b5fb5", "solid"),
+            ("Telemetry coverage (measured ÷ allocated)", "coverage", "#8a94a3", "dot"),
+        )
+    ]
+    return _layout(
+        traces, yaxis={"title": {"text": "percent"}, "ticksuffix": " %", "range": [0, 105]}
+    )
+
+
+RUN_COLOURS = ["#6b5fb5", "#0f766e", "#a1662f", "#3b6fb6", "#b0546b"]
+
+
+def run_utilization_lines(traces: Sequence) -> dict:
+    """Busy percent per UTC hour of each run of a workload (the workload page's trace).
+
+    ``traces`` are ``RunTrace``s (``run.attempt``, ``hours``: rows of
+    ``run_utilization_trace`` with ``hour`` and ``utilization``); runs without telemetry
+    are left out, hours without it are gaps (never 0 %).
+    """
+    shown = [t for t in traces if t.hours]
+
+    def points(hours: Sequence[dict]) -> tuple[list, list]:
+        # A point of None after each hour the next measured hour does not follow: the line
+        # breaks over unmeasured hours instead of bridging them.
+        x, y = [], []
+        for index, row in enumerate(hours):
+            x.append(row["hour"])
+            y.append(_percent(row["utilization"]))
+            after = row["hour"] + timedelta(hours=1)
+            if index + 1 < len(hours) and hours[index + 1]["hour"] > after:
+                x.append(after)
+                y.append(None)
+        return x, y
+
+    drawn = [(trace, *points(trace.hours)) for trace in shown]
+    traces_out = [
+        {
+            "type": "scatter",
+            "name": f"Run {trace.run.attempt}",
+            "x": x,
+            "y": y,
+            "mode": "lines+markers",
+            "line": {"color": RUN_COLOURS[index % len(RUN_COLOURS)], "width": 2},
+            "marker": {"size": 6},
+            "hovertemplate": f"Run {trace.run.attempt}: %{{y:.2f}} % busy<extra></extra>",
+            "connectgaps": False,
+        }
+        for index, (trace, x, y) in enumerate(drawn)
+    ]
+    return _layout(
+        traces_out,
+        showlegend=len(shown) > 1,
+        hovermode="closest",
+        margin={"t": 24, "l": 8, "r": 16, "b": 8},
+        yaxis={"title": {"text": "busy %"}, "ticksuffix": " %", "range": [0, 105]},
+    )

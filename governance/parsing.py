@@ -133,3 +133,16 @@ def _offset(text: str) -> tzinfo | None:
         return None
     delta = timedelta(hours=hours, minutes=minutes)
     return fixed_zone(-delta if text[0] == "-" else delta)
+
+
+NODE_KINDS = ("organization", "program", "project")
+
+
+def node_ref(value) -> tuple[str, int] | None:
+    """A node named as in URLs and the API, ``"program-12"``, as ``("program", 12)``; None for
+    anything else (an unknown kind, a number that is not a plain whole number)."""
+    if not isinstance(value, str):
+        return None
+    kind, _, number = value.partition("-")
+    pk = whole_number(number)
+    return (kind, pk) if kind in NODE_KINDS and pk is not None else None

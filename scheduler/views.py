@@ -23,6 +23,8 @@ from django.views.decorators.http import require_POST, require_safe
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from governance.api_errors import flatten_errors
+from governance.figures import figure_json
+from governance.figures_dashboards import run_utilization_lines
 from governance.models import Cluster, Organization, Project
 from governance.views.common import visibility_of
 from scheduler.api.views import sweep_submit
@@ -40,6 +42,7 @@ from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.queue_positions import queue_positions_attach
 from scheduler.selectors.utilization import idle_policy_effective
+from scheduler.selectors.workload_utilization import workload_utilization_traces
 from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
@@ -398,7 +401,7 @@ def _submit_sweep(request: HttpRequest, vis, form) -> HttpResponse:
 @require_safe
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: its state, place in the queue, the engine's reason, estimated start,
-    minimum-runtime protection and its runs (with preemptions)."""
+    minimum-runtime protection, its runs (with preemptions) and their GPU utilization."""
     vis = visibility_of(request)
     workload = get_object_or_404(
         visible_workloads(vis)
@@ -418,6 +421,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         run.preemptor_shown, run.explanation_shown = run_stop_shown(vis, run)
     can_cancel = workload.state not in TERMINAL_STATES and may_cancel(vis, workload)
     open_run = next((r for r in workload.runs.all() if r.ended_at is None), None)
+    traces = workload_utilization_traces(runs=list(workload.runs.all()))
     idle = None
     if open_run is not None and open_run.idle_since is not None:
         idle = {
@@ -431,6 +435,9 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "workload": workload,
             "idle": idle,
+            "traces": traces,
+            "measured": any(t.hours for t in traces),
+            "trace_chart": figure_json(run_utilization_lines(traces)),
             "can_cancel": can_cancel,
             # Operators may stop a running run now (scheduler/preemption_views.py).
             "can_preempt": workload.state == WorkloadState.RUNNING

@@ -76,6 +76,9 @@ class ReportRowSerializer(serializers.Serializer):
     total_gpu_seconds = serializers.DecimalField(**_AMOUNT)
     cost = serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=True)
     uncosted_gpu_seconds = serializers.DecimalField(**_AMOUNT)
+    # From the agents' telemetry: allocated minus busy of the measured hours; null when none.
+    idle_gpu_hours = serializers.DecimalField(**_AMOUNT, allow_null=True)
+    idle_gpu_seconds = serializers.DecimalField(**_AMOUNT, allow_null=True)
 
 
 class UsageReportSerializer(serializers.Serializer):

@@ -24,6 +24,11 @@ def _hours(seconds: Decimal) -> Decimal:
     return (seconds / Decimal(3600)).quantize(MILLIONTH)
 
 
+def _maybe_hours(seconds: Decimal | None) -> Decimal | None:
+    """GPU-hours as ``_hours``, or ``None`` (an empty cell) when nothing was measured."""
+    return None if seconds is None else _hours(seconds)
+
+
 def _seconds(seconds: Decimal) -> Decimal:
     # The ledger keeps GPU-seconds to the microsecond; a database's SUM may carry a longer
     # scale (SQLite gives 2196.94497600000), which a finance sheet would show as noise.
@@ -58,6 +63,9 @@ def report_columns(report: UsageReport) -> list[Column]:
         Column("Burst GPU-seconds", lambda r: _seconds(r.burst_gpu_seconds), "seconds"),
         Column("Free GPU-seconds", lambda r: _seconds(r.free_gpu_seconds), "seconds"),
         Column("Total GPU-seconds", lambda r: _seconds(r.total_gpu_seconds), "seconds"),
+        # Added last (a sheet that reads columns by position keeps working): from the agents'
+        # telemetry, empty where nothing was measured; part of the time above, not extra.
+        Column("GPU-hours allocated but idle", lambda r: _maybe_hours(r.idle_gpu_seconds), "hours"),
     ]
     return columns
 

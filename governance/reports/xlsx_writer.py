@@ -91,5 +91,8 @@ def _about_lines(report: UsageReport) -> list[str]:
         "Cost: total GPU-hours x the rate per GPU-hour of the cluster's GPU type in force "
         "at the start of each hour, rounded to cents per project, month and cluster.",
         "GPU-seconds columns are the ledger's exact amounts; the totals row equals the ledger.",
+        "GPU-hours allocated but idle: allocated minus busy GPU-hours of the hours the node "
+        "agents measured (GPU telemetry); empty where nothing was measured. Idle time is "
+        "charged like any other: it is part of the GPU-hours above, not extra.",
         *report.warnings,
     ]

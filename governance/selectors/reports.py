@@ -7,6 +7,11 @@ Cost = Σ over hours of GPU-hours used (budgeted + burst + free: the GPUs ran ei
 the ``CostRate`` of the cluster's GPU type in force at the start of that hour, computed
 exactly in the database and rounded to cents once per project, month and cluster; higher
 levels and the totals add those rounded amounts, so every level sums exactly.
+
+"Allocated but idle" GPU-seconds come from the agents' telemetry
+(``governance.selectors.telemetry``): allocated minus busy of the measured hours per month,
+project and cluster, ``None`` where nothing was measured (never 0 % busy). They are part of
+the charged time above, not in addition to it: idle time is charged like any other.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncMonth
 
 from governance.models import Cluster, CostRate, Organization, Program, Project, UsageDay
+from governance.selectors.telemetry import telemetry_sums
 from governance.selectors.usage import (
     add_sums,
     kept_while_final,
@@ -64,6 +70,13 @@ class ReportRow:
     free_gpu_seconds: Decimal = ZERO
     cost: Decimal | None = None
     uncosted_gpu_seconds: Decimal = ZERO
+    # Allocated minus busy GPU-seconds of the hours the agents measured; None: no telemetry.
+    idle_gpu_seconds: Decimal | None = None
+
+    @property
+    def idle_gpu_hours(self) -> Decimal | None:
+        """Allocated but idle GPU-hours (telemetry); ``None`` when nothing was measured."""
+        return None if self.idle_gpu_seconds is None else self.idle_gpu_seconds / SECONDS_PER_HOUR
 
     @property
     def total_gpu_seconds(self) -> Decimal:
@@ -101,6 +114,8 @@ class ReportRow:
         self.uncosted_gpu_seconds += other.uncosted_gpu_seconds
         if other.cost is not None:
             self.cost = (self.cost or ZERO) + other.cost
+        if other.idle_gpu_seconds is not None:
+            self.idle_gpu_seconds = (self.idle_gpu_seconds or ZERO) + other.idle_gpu_seconds
 
 
 @dataclass
@@ -248,8 +263,9 @@ def usage_report(
     ``program`` narrow it; callers resolve them through the visibility selector (a hidden
     one is a 404 there); one outside the user's organizations raises ``PermissionDenied``
     here as a second line of defence. Only rows with usage are listed. Raises
-    ``ValidationError`` naming ``start``, ``end`` or ``level`` for bad input. Three queries
-    plus the visibility ones, one of them over the rollup.
+    ``ValidationError`` naming ``start``, ``end`` or ``level`` for bad input. Four queries
+    plus the visibility ones, one of them over the rollup and one over the telemetry
+    (``ReportRow.idle_gpu_seconds``).
     """
     if not visibility.can_view_reports:
         raise PermissionDenied("Usage reports are for finance and org admins.")
@@ -263,6 +279,7 @@ def usage_report(
     currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
     sums = _kept_monthly_sums(clusters, projects, segments, begin, finish)
     leaf_rows = _leaf_rows(sums, projects, clusters, currency, start, end)
+    _add_telemetry(leaf_rows, clusters, projects, begin, finish)
     rows = _roll_up(leaf_rows, level=level, projects=projects)
     totals = ReportRow(
         period_start=start,
@@ -429,6 +446,29 @@ def _leaf_rows(
         key=lambda r: (r.period_start, r.organization, r.program, r.project, r.node_id, r.cluster)
     )
     return leaf_rows
+
+
+def _add_telemetry(
+    leaf_rows: list[ReportRow], clusters: list[Cluster], projects: dict, begin, finish
+) -> None:
+    """Set each leaf row's allocated-but-idle GPU-seconds from the agents' telemetry of its
+    month, project and cluster (one grouped query; rows without telemetry keep ``None``)."""
+    # A period inside one month (most reports) needs no month buckets: cheaper to group.
+    one_month = (begin.year, begin.month) == (
+        (finish - timedelta(days=1)).year,
+        (finish - timedelta(days=1)).month,
+    )
+    sums = telemetry_sums(
+        cluster_ids=[c.pk for c in clusters],
+        start=begin,
+        end=finish,
+        per=None if one_month else "month",
+    )
+    for row in leaf_rows:
+        month = None if one_month else row.period_start.replace(day=1)
+        telemetry = sums.get((month, row.node_id, row.cluster_id))
+        if telemetry is not None and row.node_id in projects:
+            row.idle_gpu_seconds = telemetry.idle_gpu_seconds
 
 
 def _report_warnings(currency: str | None, totals: ReportRow) -> list[str]:

@@ -14,6 +14,7 @@ import html
 from django.utils.safestring import SafeString, mark_safe
 
 DASH = "—"
+NO_TELEMETRY = '<span class="muted" title="No agent measured these GPUs">no telemetry</span>'
 
 
 def escape(value) -> str:
@@ -51,6 +52,7 @@ def delivery_row_html(line, *, focus_key) -> SafeString:
         delivery = f'<span class="ratio {line.ratio_class}">{escape(line.delivery)}</span>'
     else:
         delivery = f'<span class="muted" title="Nothing was owed">{DASH}</span>'
+    idle = escape(line.idle) if line.idle else NO_TELEMETRY
     return mark_safe(  # every value above is escaped or a number
         _tr(row, classes)
         + _name_cell(row, line.focus_url)
@@ -61,6 +63,7 @@ def delivery_row_html(line, *, focus_key) -> SafeString:
         + f'<td class="num hide-narrow">{escape(line.unbudgeted)}</td>'
         + f'<td class="num">{delivery}</td>'
         + f'<td class="num hide-narrow">{escape(line.hourly or DASH)}</td>'
+        + f'<td class="num hide-narrow" data-testid="idle">{idle}</td>'
         + "</tr>"
     )
 

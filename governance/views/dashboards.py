@@ -32,12 +32,15 @@ from governance.figures_dashboards import (
     delivery_timeseries,
     fairshare_lines,
     health_pyramid,
+    health_utilization,
     nodes_by_state_bar,
 )
 from governance.models import Cluster, Organization, Program, Project
-from governance.parsing import whole_number
+from governance.parsing import node_ref
 from governance.selectors.fairshare import FairShareRow, fairshare_ranking
 from governance.selectors.health import cluster_health
+from governance.selectors.health_utilization import cluster_utilization
+from governance.selectors.telemetry import Telemetry, delivery_telemetry
 from governance.selectors.usage import (
     UsageRow,
     first_accounted_hour,
@@ -47,6 +50,7 @@ from governance.selectors.usage import (
 from governance.templatetags.govfmt import gpus, pct
 from governance.views.common import visibility_of
 from governance.views.dashboard_rows import delivery_row_html, rank_row_html
+from governance.views.utilization_rows import gpu_hours, project_utilization_row_html
 
 DAY = timedelta(days=1)
 MAX_PERIOD_DAYS = 366
@@ -200,6 +204,7 @@ class DeliveryLine:
     row: UsageRow
     level: int
     focus_url: str
+    telemetry: Telemetry | None = None  # the agents' measure; None: no telemetry at all
     html: str = field(default="", init=False)  # the table row (``dashboard_rows``)
 
     def __post_init__(self) -> None:
@@ -213,6 +218,7 @@ class DeliveryLine:
         self.hourly = pct(self.hourly_delivery_pct) if self.hourly_delivery_pct is not None else ""
         ratio = self.delivery_pct
         self.ratio_class = "" if ratio is None or ratio >= 95 else ("mid" if ratio >= 90 else "low")
+        self.idle = "" if self.telemetry is None else gpu_hours(self.telemetry.idle_gpu_hours)
 
     @property
     def delivery_pct(self) -> Decimal | None:
@@ -259,11 +265,7 @@ def _series_span(period: Period, cluster) -> tuple[datetime, datetime, str]:
 
 def _parse_node(value: str) -> tuple[str, int] | None:
     """``"program-12"`` → ``("program", 12)``; anything else → None."""
-    kind, _, pk = (value or "").partition("-")
-    number = whole_number(pk)
-    if kind in NODE_MODELS and number is not None:
-        return kind, number
-    return None
+    return node_ref(value)
 
 
 @login_required
@@ -310,8 +312,16 @@ def delivery(request: HttpRequest) -> HttpResponse:
     )
     bars = delivery_bars(teams)
     focus_url = _query_setting(request, "node")
+    telemetry = delivery_telemetry(
+        rows=rows, cluster=filters.cluster, start=period.start, end=period.end
+    )
     lines = [
-        DeliveryLine(row=row, level=row.depth - top, focus_url=focus_url(f"{row.kind}-{row.id}"))
+        DeliveryLine(
+            row=row,
+            level=row.depth - top,
+            focus_url=focus_url(f"{row.kind}-{row.id}"),
+            telemetry=telemetry.get(row.key),
+        )
         for row in rows
     ]
     focus_key = focus.key if focus else None
@@ -330,6 +340,7 @@ def delivery(request: HttpRequest) -> HttpResponse:
                 delivery_timeseries(points, bucket=bucket, now=timezone.now())
             ),
             "all_url": _query(request, node=None),
+            "has_telemetry": bool(telemetry),
             "focus_chosen": bool(request.GET.get("node")),
         }
     )
@@ -423,7 +434,8 @@ def fairshare(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_safe
 def health(request: HttpRequest) -> HttpResponse:
-    """Cluster health: availability, occupancy and impact per day; nodes and drains now."""
+    """Cluster health: availability, occupancy, impact and utilization per day; utilization
+    per project and the runs marked idle; nodes and drains now."""
     vis = visibility_of(request)
     filters = _filters(request, default_period="30d")
     context = {"filters": filters, "periods": PERIODS, "page": "health"}
@@ -436,6 +448,13 @@ def health(request: HttpRequest) -> HttpResponse:
         end=filters.period.end,
     )
     totals = report.totals
+    use = cluster_utilization(
+        visibility=vis,
+        cluster=filters.cluster,
+        start=filters.period.start,
+        end=filters.period.end,
+        ledger_by_day={d.day.date(): d.allocated_gpu_seconds for d in report.days},
+    )
     days_with_data = [
         d
         for d in reversed(report.days)
@@ -456,6 +475,11 @@ def health(request: HttpRequest) -> HttpResponse:
             "pyramid": figure_json(health_pyramid(report.days)),
             "states": figure_json(nodes_by_state_bar(report.nodes_by_state)),
             "has_nodes": any(c.nodes for c in report.nodes_by_state),
+            "use": use,
+            "use_tile": _ratio_pct(use.total.utilization),
+            "use_coverage": _ratio_pct(use.total.coverage),
+            "use_chart": figure_json(health_utilization(use.days)),
+            "use_rows": [project_utilization_row_html(row) for row in use.projects],
         }
     )
     return render(request, "dashboards/health.html", context)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.utils.safestring import SafeString, mark_safe
 
-from governance.views.dashboard_rows import DASH, escape
+from governance.views.dashboard_rows import DASH, NO_TELEMETRY, escape
 
 
 def report_row_html(row, cells: dict[str, str], *, level: str) -> SafeString:
@@ -31,5 +31,11 @@ def report_row_html(row, cells: dict[str, str], *, level: str) -> SafeString:
     parts.append(f'<td class="num">{escape(cells["burst"])}</td>')
     parts.append(f'<td class="num">{escape(cells["free"])}</td>')
     parts.append(f'<td class="num"><strong>{escape(cells["total"])}</strong></td>')
-    parts.append(f'<td class="num">{escape(cells["cost"])}</td></tr>')
+    parts.append(f'<td class="num">{escape(cells["cost"])}</td>')
+    idle = cells["idle"]
+    parts.append(
+        f'<td class="num">{escape(idle)}</td></tr>'
+        if idle != DASH
+        else f'<td class="num">{NO_TELEMETRY}</td></tr>'
+    )
     return mark_safe("".join(parts))  # every value above is escaped

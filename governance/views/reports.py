@@ -51,6 +51,7 @@ def _cells(row) -> dict[str, str]:
         "free": _number(row.free_gpu_hours, ONE_DECIMAL),
         "total": _number(row.total_gpu_hours, ONE_DECIMAL),
         "cost": _number(row.cost, TWO_DECIMALS),
+        "idle": _number(row.idle_gpu_hours, ONE_DECIMAL),
     }
 
 

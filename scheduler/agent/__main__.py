@@ -48,6 +48,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-dir", default=None, help="Where each run's output goes (default: discarded)."
     )
     parser.add_argument(
+        "--utilization-seconds",
+        type=float,
+        default=60.0,
+        help="How often the GPUs' use per run is sent to the server (default 60; they are "
+        "sampled every 5 s, or as often when this is shorter).",
+    )
+    parser.add_argument(
         "--no-gpu-telemetry",
         action="store_true",
         help="Do not sample the GPUs (NVML or nvidia-smi) nor report their use per run.",
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--gpus: {exc}")
     if not options.token:
         parser.error("--token (or GPU_AGENT_TOKEN) is required")
+    if not 1 <= options.utilization_seconds <= 3600:
+        parser.error("--utilization-seconds: from 1 to 3600")
     return run_agent(
         server=options.server,
         token=options.token,
@@ -76,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         grace_seconds=options.grace_seconds,
         log_dir=options.log_dir,
         gpu_telemetry=not options.no_gpu_telemetry,
+        utilization_seconds=options.utilization_seconds,
     )
 
 

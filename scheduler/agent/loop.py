@@ -345,6 +345,7 @@ def run_agent(
     log_dir: str | None = None,
     stop: threading.Event | None = None,
     gpu_telemetry: bool = True,
+    utilization_seconds: float = 60.0,
 ) -> int:
     """Run the agent until SIGTERM/SIGINT (or ``stop``); return a process exit status.
 
@@ -364,7 +365,13 @@ def run_agent(
         node=node,
         poll_seconds=poll_seconds,
         heartbeat_seconds=heartbeat_seconds,
-        utilization=None if isinstance(sampler, NoTelemetry) else UtilizationReporter(sampler),
+        utilization=None
+        if isinstance(sampler, NoTelemetry)
+        else UtilizationReporter(
+            sampler,
+            sample_seconds=min(5.0, utilization_seconds),
+            report_seconds=utilization_seconds,
+        ),
     )
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():

@@ -17,6 +17,7 @@ from scheduler.choices import ExitOutcome, RunLane
 from scheduler.models import MAX_MIN_RUNTIME_SECONDS, Node, NodeAgent, Order, Run, Workload
 from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue_positions import queue_positions
+from scheduler.selectors.utilization import FOR_MINUTES, PERCENT_MAX, PERCENT_PLACES
 from scheduler.selectors.workloads import may_cancel, run_stop_shown
 from scheduler.services.workloads import MAX_BULK_WORKLOADS
 
@@ -464,7 +465,17 @@ class IdlePolicySerializer(serializers.Serializer):
 
     cluster = serializers.IntegerField(read_only=True)
     enabled = serializers.BooleanField()
-    busy_below_percent = serializers.DecimalField(max_digits=5, decimal_places=2)
-    for_minutes = serializers.IntegerField()
+    # The service's bounds, checked here too, so that a body with several bad fields is
+    # answered with all of them at once (not those of the serializer first, the rest later).
+    busy_below_percent = serializers.DecimalField(
+        max_digits=5, decimal_places=PERCENT_PLACES, max_value=PERCENT_MAX
+    )
+    for_minutes = serializers.IntegerField(min_value=FOR_MINUTES[0], max_value=FOR_MINUTES[1])
     is_default = serializers.BooleanField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def validate_busy_below_percent(self, value):
+        """More than 0: no run is busy less than 0 %, so such a rule would never mark one."""
+        if value <= 0:
+            raise serializers.ValidationError(f"Must be more than 0 and at most {PERCENT_MAX}.")
+        return value

@@ -5,7 +5,8 @@ report for last month. ``demo_history_build`` takes ``days`` of the trace, repla
 through the simulator — the same engine and policy as the live loop, on the demo cluster's
 nodes and the demo budget tree — and stores what happened as if the live loop had done it:
 workloads, their runs (placements, preemptions and by whom), then the usage ledger and
-entitlement through the live loop's own accounting passes, hour by hour. The replay stops at
+entitlement through the live loop's own accounting passes, hour by hour, and the GPUs' use by
+the simulated executor's rule (``utilization_model.py``). The replay stops at
 *now*: work running then is running in the database, on the same nodes, and work still
 waiting is pending, so the live loop and the demo replay (``demo.py``) continue from there on
 one clock (the trace's own time, shifted so the window ends now).
@@ -33,6 +34,7 @@ from governance.models import Allocation, Cluster, CostRate, Project
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
 from scheduler.executors.demo import FREE_LANE_EVERY, TRACE, _shape, philly_jobs
 from scheduler.executors.simulated import simulated_nodes_ensure
+from scheduler.executors.simulated_utilization import utilization_history_rows
 from scheduler.models import AccountingCursor, Node, NodeAgent, Run, RunNode, Workload
 from scheduler.services.simulations import live_budget_tree
 from scheduler.services.usage import usage_account_history
@@ -59,6 +61,7 @@ class HistoryReport:
     pending: int = 0
     preemptions: int = 0
     ledger_rows: int = 0
+    utilization_rows: int = 0
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
@@ -121,14 +124,7 @@ def demo_history_build(
     }
     gpus = cluster.nodes * cluster.gpus_per_node
     t_start, t_end = history_window(jobs, gpus, days)
-    chosen = []
-    for i, job in enumerate(jobs):
-        if not t_start <= job.submit_time < t_end or job.project not in projects:
-            continue
-        if _shape(job, cluster) is None:
-            continue
-        free = i % FREE_LANE_EVERY == 0
-        chosen.append(dataclasses.replace(job, min_runtime=0.0) if free else job)
+    chosen = _chosen_jobs(jobs, cluster, projects, t_start, t_end)
     trace = Trace(jobs=chosen, format="philly", projects=sorted({j.project for j in chosen}))
     offset = now.timestamp() - t_end
 
@@ -153,41 +149,72 @@ def demo_history_build(
 
     report = HistoryReport(start=real(t_start), end=now)
     with transaction.atomic():
-        nodes = sorted(
-            simulated_nodes_ensure(cluster=cluster, now=real(t_start)), key=lambda n: n.name
-        )
-        # The nodes lived through the history: their last heartbeat is now, or the first
-        # heartbeat check would mark them all down and end the work running on them.
-        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(last_heartbeat=now)
-        NodeAgent.objects.filter(node__in=nodes).update(last_seen_at=now)
+        nodes = _nodes_alive(cluster, real(t_start), now)
         say(f"storing {len(result.jobs):,} workloads and their runs")
         workloads = _store_workloads(cluster, result, projects, index_of, jobs, real, t_end)
         runs = _store_runs(cluster, result, workloads, nodes, real, t_end)
         lap("store")
-        report.workloads, report.runs = len(workloads), len(runs)
-        states = [w.state for w in workloads.values()]
-        report.running = states.count(WorkloadState.RUNNING)
-        report.pending = states.count(WorkloadState.PENDING)
-        report.preemptions = sum(r.end_reason == RunEndReason.PREEMPTED for r in runs)
+        _count(report, workloads, runs)
         say("charging the ledger hour by hour")
         report.ledger_rows = usage_account_history(
             cluster=cluster, runs=runs, demand_at=_demand(workloads.values()), until=now
         )
-        if not CostRate.objects.filter(gpu_type=cluster.gpu_type).exists():
-            CostRate.objects.create(
-                gpu_type=cluster.gpu_type,
-                rate_per_gpu_hour=DEMO_RATE,
-                currency="USD",
-                valid_from=report.start - timedelta(days=31),
-                note="Demo rate",
-            )
         lap("ledger")
+        say("measuring the GPUs' use by the simulated executor's rule")
+        report.utilization_rows = utilization_history_rows(cluster=cluster, runs=runs)
+        lap("utilization")
+        _demo_rate_ensure(cluster, report.start)
     from governance.services.reports import usage_days_refresh
 
     usage_days_refresh(cluster=cluster)
     lap("daily cache")
     report.timings = timings
     return report
+
+
+def _chosen_jobs(jobs, cluster, projects, t_start: float, t_end: float) -> list[TraceJob]:
+    """The trace's jobs submitted in [t_start, t_end) to a project the organization has and
+    fitting the cluster; one in ten (by trace position) in the free lane."""
+    chosen = []
+    for i, job in enumerate(jobs):
+        if not t_start <= job.submit_time < t_end or job.project not in projects:
+            continue
+        if _shape(job, cluster) is None:
+            continue
+        free = i % FREE_LANE_EVERY == 0
+        chosen.append(dataclasses.replace(job, min_runtime=0.0) if free else job)
+    return chosen
+
+
+def _nodes_alive(cluster: Cluster, start: datetime, now: datetime) -> list[Node]:
+    """The simulated nodes (registered at ``start``), by name, with a heartbeat at ``now``:
+    they lived through the history, or the first heartbeat check would mark them all down
+    and end the work running on them."""
+    nodes = sorted(simulated_nodes_ensure(cluster=cluster, now=start), key=lambda n: n.name)
+    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(last_heartbeat=now)
+    NodeAgent.objects.filter(node__in=nodes).update(last_seen_at=now)
+    return nodes
+
+
+def _count(report: HistoryReport, workloads: dict, runs: list[Run]) -> None:
+    """Fill ``report``'s counts of what was stored."""
+    report.workloads, report.runs = len(workloads), len(runs)
+    states = [w.state for w in workloads.values()]
+    report.running = states.count(WorkloadState.RUNNING)
+    report.pending = states.count(WorkloadState.PENDING)
+    report.preemptions = sum(r.end_reason == RunEndReason.PREEMPTED for r in runs)
+
+
+def _demo_rate_ensure(cluster: Cluster, start: datetime) -> None:
+    """A price for the cluster's GPU type (the demo's), unless one exists."""
+    if not CostRate.objects.filter(gpu_type=cluster.gpu_type).exists():
+        CostRate.objects.create(
+            gpu_type=cluster.gpu_type,
+            rate_per_gpu_hour=DEMO_RATE,
+            currency="USD",
+            valid_from=start - timedelta(days=31),
+            note="Demo rate",
+        )
 
 
 def _share_changes(cluster: Cluster, start: datetime, end: datetime) -> list[datetime]:

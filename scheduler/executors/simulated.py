@@ -13,7 +13,9 @@ step:
    every duration, protection end and estimated start a page shows is wall time; a higher
    speed-up is for load tests). A resumable workload keeps the work its earlier runs did; a
    non-resumable one starts over.
-   A workload without a declared duration runs ``SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS``.
+   A workload without a declared duration runs ``SIMULATED_EXECUTOR_DEFAULT_DURATION_SECONDS``;
+4. reports the GPU utilization of the runs on those nodes, as a real agent does every minute,
+   by the deterministic rule of ``utilization_model.py`` (``simulated_utilization.py``).
 
 Settings are read at call time; the step is idempotent (services are), so two overlapping
 steps cannot double-report anything.
@@ -36,6 +38,7 @@ from scheduler.choices import (
     NodeStateSource,
     OrderKind,
 )
+from scheduler.executors.simulated_utilization import simulated_executor_report
 from scheduler.models import Node, NodeAgent, Order, Run
 from scheduler.services.executor_reports import (
     node_agent_create,
@@ -99,6 +102,7 @@ class StepReport:
 
     acknowledged: int = 0
     finished: int = 0
+    utilization_periods: int = 0
 
 
 def simulated_executor_step(*, cluster: Cluster, now: datetime | None = None) -> StepReport:
@@ -109,6 +113,7 @@ def simulated_executor_step(*, cluster: Cluster, now: datetime | None = None) ->
     node_ids = [n.pk for n in nodes]
     _heartbeat(nodes, now)
 
+    ended: list[int] = []
     with_orders = set(
         Order.objects.filter(node_id__in=node_ids, state__in=OPEN_ORDER_STATES).values_list(
             "node_id", flat=True
@@ -121,6 +126,8 @@ def simulated_executor_step(*, cluster: Cluster, now: datetime | None = None) ->
             # A start "launches" at once and a stop ends the process at once.
             order_acknowledge(order=order, now=now)
             report.acknowledged += 1
+            if order.kind == OrderKind.STOP:
+                ended.append(order.run_id)
 
     factor = speedup()
     runs = (
@@ -138,6 +145,16 @@ def simulated_executor_step(*, cluster: Cluster, now: datetime | None = None) ->
         if now >= finish_time(run, factor):
             run_report_exit(run=run, outcome=ExitOutcome.SUCCEEDED, exit_code=0, now=now)
             report.finished += 1
+            ended.append(run.pk)
+    # Last: the runs this step ended get their final period, as an agent sends it after exit.
+    report.utilization_periods = simulated_executor_report(
+        cluster=cluster,
+        nodes=nodes,
+        now=now,
+        factor=factor,
+        default_seconds=default_duration(),
+        ended=ended,
+    )
     return report
 
 

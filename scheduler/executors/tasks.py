@@ -49,5 +49,6 @@ def simulated_executor_tick() -> dict:
             "submitted": submitted,
             "acknowledged": step.acknowledged,
             "finished": step.finished,
+            "utilization_periods": step.utilization_periods,
         }
     return summary

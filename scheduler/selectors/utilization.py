@@ -21,6 +21,11 @@ from scheduler.models import IdlePolicy, Run, UtilizationHour
 ZERO = Decimal(0)
 DEFAULT_BUSY_BELOW_PERCENT = Decimal(5)
 DEFAULT_FOR_MINUTES = 30
+# The bounds of a cluster's idle rule, checked by the service and by the API's serializer
+# alike: a percent in (0, PERCENT_MAX] with two decimals, a window of FOR_MINUTES minutes.
+PERCENT_MAX = Decimal(100)
+PERCENT_PLACES = 2
+FOR_MINUTES = (5, 1440)
 # The idle rule judges a run only when telemetry covers at least this share of its window
 # (agents report every minute or so: the latest minute may not have arrived yet).
 WINDOW_COVERAGE = Decimal("0.9")

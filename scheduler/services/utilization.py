@@ -28,7 +28,14 @@ from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_record
 from governance.services.notifications import Notice, notify
 from scheduler.models import IdlePolicy, Node, Run, RunNode, UtilizationHour
-from scheduler.selectors.utilization import IdleRule, idle_policy_effective, idle_window
+from scheduler.selectors.utilization import (
+    FOR_MINUTES,
+    PERCENT_MAX,
+    PERCENT_PLACES,
+    IdleRule,
+    idle_policy_effective,
+    idle_window,
+)
 
 HOUR = timedelta(hours=1)
 SIX_PLACES = Decimal("0.000001")
@@ -351,7 +358,8 @@ def idle_policy_set(
     """Set ``cluster``'s idle rule (org admins of its organization only).
 
     Raises ``PermissionDenied`` for anyone else, ``ValidationError`` naming the field for a
-    percent outside (0, 100] or minutes outside [5, 1440]; nothing changes then.
+    percent outside (0, 100] or minutes outside [5, 1440] (``selectors.utilization``'s
+    bounds, which the API's serializer checks too); nothing changes then.
     """
     if not user_visibility(user=user).is_org_admin(cluster.organization_id):
         raise PermissionDenied("Only an org admin of this cluster's organization may do this.")
@@ -360,14 +368,14 @@ def idle_policy_set(
         percent = Decimal(str(busy_below_percent))
     except ArithmeticError:
         percent = None
-    if percent is None or not percent.is_finite() or not ZERO < percent <= 100:
-        errors["busy_below_percent"] = ["Must be more than 0 and at most 100."]
-    elif percent != percent.quantize(Decimal("0.01")):
-        errors["busy_below_percent"] = ["At most two decimal places."]
+    if percent is None or not percent.is_finite() or not ZERO < percent <= PERCENT_MAX:
+        errors["busy_below_percent"] = [f"Must be more than 0 and at most {PERCENT_MAX}."]
+    elif percent != percent.quantize(Decimal(1).scaleb(-PERCENT_PLACES)):
+        errors["busy_below_percent"] = [f"At most {PERCENT_PLACES} decimal places."]
     if isinstance(for_minutes, bool) or not isinstance(for_minutes, int):
         errors["for_minutes"] = ["Must be a whole number of minutes."]
-    elif not 5 <= for_minutes <= 1440:
-        errors["for_minutes"] = ["Must be 5 to 1440 minutes."]
+    elif not FOR_MINUTES[0] <= for_minutes <= FOR_MINUTES[1]:
+        errors["for_minutes"] = [f"Must be {FOR_MINUTES[0]} to {FOR_MINUTES[1]} minutes."]
     if not isinstance(enabled, bool):
         errors["enabled"] = ["Must be true or false."]
     if errors:

@@ -8,6 +8,10 @@ as deployed (``governance/gunicorn_conf.py``, ``DEBUG=false``) on the test datab
 keep-alive connection as a browser — URL routing, session, visibility, selectors, figures,
 template — signed in as the generated org admin, who sees all 300 projects; the page is then
 rendered once in-process for the checks on its context. Target: median <= 300 ms per page.
+
+The node agents' GPU telemetry is added to that world (``telemetry_world``: seven projects in
+ten measured, one ``UtilizationHour`` row per run and hour with usage, about two million
+rows; ten open runs marked idle), so the pages' utilization figures are read at that volume.
 Nothing here asserts on time; the responses are checked for content.
 
 The usage report's page is measured here too, served the same way on the same year (last
@@ -38,7 +42,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.models import Cluster, Organization, Project
-from scheduler.models import UsageHour
+from scheduler.models import Run, UsageHour
+from tests.bench.telemetry_world import TELEMETRY_SHARE, telemetry_add
 
 TARGET_SECONDS = 0.3
 PROJECTS, CLUSTERS, DAYS = 300, 2, 365
@@ -71,9 +76,11 @@ def history(django_db_setup, django_db_blocker):
                 no_ledger=True,
                 verbosity=0,
             )
+        # The agents' GPU telemetry, added to a world made before it existed too.
+        telemetry_rows = telemetry_add(organization_slug=SLUG)
         admin = get_user_model().objects.get(username=f"{SLUG}-admin")
         rows = UsageHour.objects.count()
-    return {"admin": admin, "rows": rows}
+    return {"admin": admin, "rows": rows, "telemetry_rows": telemetry_rows}
 
 
 @pytest.fixture
@@ -104,6 +111,7 @@ def bench_page(benchmark, served, client, url: str, query: dict, history: dict, 
     browser), then render it once in-process for the checks on its context."""
     benchmark.extra_info["target_seconds"] = TARGET_SECONDS
     benchmark.extra_info["usage_hour_rows"] = history["rows"]
+    benchmark.extra_info["utilization_hour_rows"] = history["telemetry_rows"]
     benchmark.extra_info["projects"] = Project.objects.count()
     connection_ = http.client.HTTPConnection("127.0.0.1", served["port"], timeout=60)
     path = f"{url}?{urlencode(query)}" if query else url
@@ -136,7 +144,15 @@ def test_bench_owed_vs_delivered_last_7_days(benchmark, served, admin_client, hi
         history,
         "Owed vs delivered",
     )
-    assert len(response.context["lines"]) == 1 + 15 + PROJECTS
+    lines = response.context["lines"]
+    assert len(lines) == 1 + 15 + PROJECTS
+    # Seven projects in ten have telemetry: their idle GPU-hours are shown, the rest say so.
+    measured = [line for line in lines if line.row.kind == "project" and line.telemetry]
+    assert len(measured) == sum(
+        1
+        for p in Project.objects.filter(program__organization__slug=SLUG)
+        if p.pk % 10 < TELEMETRY_SHARE
+    )
 
 
 @pytest.mark.django_db
@@ -182,6 +198,11 @@ def test_bench_cluster_health_last_30_days(benchmark, served, admin_client, hist
         "The pyramid per day",
     )
     assert len(response.context["report"].days) == 30
+    use = response.context["use"]
+    assert use.has_telemetry and len(use.days) == 30
+    open_idle = Run.objects.filter(cluster=cluster, idle_since__isnull=False, ended_at=None)
+    assert len(use.idle_runs) == open_idle.count() > 0
+    assert 0 < use.total.coverage < 1 and use.total.utilization <= 1
 
 
 @pytest.mark.django_db
@@ -201,3 +222,4 @@ def test_bench_usage_report_last_month(benchmark, served, admin_client, history)
     organization = Organization.objects.get(slug=SLUG)
     assert {row.organization for row in report.rows} == {organization.name}
     assert len(report.rows) == PROJECTS * CLUSTERS
+    assert {row.idle_gpu_seconds is not None for row in report.rows} == {True, False}

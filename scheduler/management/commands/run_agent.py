@@ -54,6 +54,7 @@ class Command(BaseCommand):
             grace_seconds=options["grace_seconds"],
             log_dir=options["log_dir"],
             gpu_telemetry=not options["no_gpu_telemetry"],
+            utilization_seconds=options["utilization_seconds"],
         )
         if code:
             raise CommandError("the agent stopped: its registration was refused", returncode=code)
