@@ -1,14 +1,14 @@
 """Routes of the scheduler API, included by ``governance/api_urls.py`` under ``/api/``.
 
 User endpoints (sessions and user tokens): ``workloads/``, ``nodes/``, ``node-agents/``,
-``clusters/<id>/idle-policy/``.
+``clusters/<id>/idle-policy/``, ``what-if/``.
 Node agent endpoints (agent tokens only): ``agent/…``.
 """
 
 from django.urls import path
 
 from governance.api.routers import ApiRouter
-from scheduler.api import agent, idle_policy, preemptions, views
+from scheduler.api import agent, idle_policy, preemptions, views, whatif
 
 router = ApiRouter()
 router.register("workloads", views.WorkloadViewSet, basename="workload")
@@ -27,6 +27,8 @@ urlpatterns = [
         idle_policy.IdlePolicyView.as_view(),
         name="cluster-idle-policy",
     ),
+    path("what-if/", whatif.WhatIfView.as_view(), name="what-if"),
+    path("what-if/<int:pk>/", whatif.WhatIfDetailView.as_view(), name="what-if-detail"),
     path(
         "workloads/<int:pk>/preempt/",
         preemptions.WorkloadPreemptView.as_view(),

@@ -806,3 +806,59 @@ class IdlePolicy(models.Model):
     def __str__(self) -> str:
         state = "on" if self.enabled else "off"
         return f"idle rule {state}: < {self.busy_below_percent} % for {self.for_minutes} min"
+
+
+class WhatIfRun(models.Model):
+    """A what-if asked for before a budget change: the cluster's last ``days`` of real demand
+    (up to ``window_end``) replayed under today's tree and under today's with ``proposal``
+    laid over it (``{"project-12": "25.00", …}``: children of the node ``parent_kind``-
+    ``parent_id``, percent of the parent), in the background (``scheduler.services.whatif``).
+
+    ``key`` names the pair (window, trees): a second ask for the same pair within the same
+    hour gets this run instead of a new one. ``result`` holds every team's figures; what a
+    viewer sees of them is decided when shown (``scheduler.selectors.whatif.teams_shown``).
+    """
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.CASCADE, related_name="+")
+    parent_kind = models.CharField(max_length=20)
+    parent_id = models.PositiveIntegerField()
+    approval_request = models.ForeignKey(
+        "governance.ApprovalRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The request whose change this previews, if any.",
+    )
+    proposal = models.JSONField(default=dict)
+    days = models.PositiveSmallIntegerField()
+    window_end = models.DateTimeField()
+    key = models.CharField(max_length=64, db_index=True)
+    state = models.CharField(
+        max_length=20, choices=SimulationJobState.choices, default=SimulationJobState.QUEUED
+    )
+    progress = models.FloatField(default=0.0, help_text="0 … 1: replays done / 2.")
+    progress_note = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=SimulationJobState.values), name="whatifrun_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(parent_kind__in=("organization", "program")),
+                name="whatifrun_parent_kind_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"what-if {self.pk} on cluster {self.cluster_id} ({self.state})"

@@ -94,6 +94,16 @@ def simulation_run(job_id: int) -> str | None:
     return job.state if job else None
 
 
+@shared_task(soft_time_limit=1800, time_limit=1900, acks_late=True)
+def whatif_run(job_id: int) -> str | None:
+    """Run a what-if asked for before a budget change (a no-op unless it is still queued)."""
+    from scheduler.services.whatif import whatif_run as run
+
+    _close_broken_connection()
+    job = run(job_id=job_id)
+    return job.state if job else None
+
+
 @shared_task(soft_time_limit=280, time_limit=300, **RETRY)
 def slurm_sync(connection_id: int) -> str:
     """Reconcile one Slurm connection's tree into Slurm (a no-op when it is disabled)."""

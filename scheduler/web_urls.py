@@ -5,7 +5,7 @@ Names are in the ``scheduler`` namespace: ``scheduler:nodes``, ``scheduler:workl
 
 from django.urls import path
 
-from scheduler import preemption_views, views
+from scheduler import preemption_views, views, whatif_views
 
 app_name = "scheduler"
 
@@ -25,4 +25,6 @@ urlpatterns = [
     path("simulator/", views.simulator, name="simulator"),
     path("simulator/run/", views.simulation_create, name="simulation-create"),
     path("simulator/<int:pk>/", views.simulation_detail, name="simulation-detail"),
+    path("what-if/<int:pk>/", whatif_views.whatif_detail, name="whatif-detail"),
+    path("what-if/request/<int:pk>/", whatif_views.whatif_request_preview, name="whatif-request"),
 ]

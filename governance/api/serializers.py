@@ -233,7 +233,8 @@ class ShareInputSerializer(serializers.Serializer):
     )
 
 
-def _unique_nodes(shares: list[dict]) -> list[dict]:
+def unique_nodes(shares: list[dict]) -> list[dict]:
+    """``shares`` unless a node is listed twice (a ``ValidationError`` naming it)."""
     seen = set()
     for item in shares:
         if item["node"] in seen:
@@ -253,7 +254,7 @@ class SplitInputSerializer(serializers.Serializer):
     valid_to = InstantSerializerField(required=False, allow_null=True)
 
     def validate_shares(self, shares):
-        return _unique_nodes(shares)
+        return unique_nodes(shares)
 
 
 class ApprovalRequestInputSerializer(serializers.Serializer):
@@ -270,7 +271,7 @@ class ApprovalRequestInputSerializer(serializers.Serializer):
     )
 
     def validate_lines(self, lines):
-        return _unique_nodes(lines)
+        return unique_nodes(lines)
 
 
 class DecisionInputSerializer(serializers.Serializer):

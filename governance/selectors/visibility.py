@@ -100,6 +100,16 @@ class Visibility:
         and every one of an organization they administer."""
         return Q(created_by_id=self.user_id) | Q(organization_id__in=self.admin_org_ids)
 
+    def whatif_runs_q(self) -> Q:
+        """The what-ifs (``scheduler.models.WhatIfRun``) the user may open: their own, those
+        of a split they manage, and previews of an approval request they see."""
+        return (
+            Q(created_by_id=self.user_id)
+            | Q(cluster__organization_id__in=self.admin_org_ids)
+            | Q(parent_kind="program", parent_id__in=self.managed_program_ids)
+            | Q(approval_request__in=self.approval_requests())
+        )
+
     def submit_projects(self) -> QuerySet[Project]:
         """Projects the user may submit workloads to: those they are PI or researcher of. An
         org admin, program manager or finance reader does not submit on a project's behalf."""

@@ -21,6 +21,7 @@ from governance.selectors.tree import children_shares, share_at
 from governance.services.allocations import allocation_split
 from governance.services.approvals import approval_request_create
 from governance.views.common import organization_of, visibility_of, visible_node
+from scheduler.services.whatif import whatif_create
 
 
 def _visible_child_ids(vis, parent) -> set[int]:
@@ -68,7 +69,21 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
 
     if request.method == "POST":
         form = SplitForm(request.POST, rows=rows, day=day)
-        if form.is_valid():
+        if "preview" in request.POST:
+            # A preview changes nothing: it needs the new percents, not a reason.
+            form.fields["reason"].required = False
+            if form.is_valid():
+                try:
+                    run = whatif_create(
+                        user=request.user,
+                        cluster=cluster,
+                        parent=parent,
+                        percents=form.changed_percents(),
+                    )
+                    return redirect("scheduler:whatif-detail", pk=run.pk)
+                except ValidationError as error:
+                    form.add_service_errors(error)
+        elif form.is_valid():
             percents = form.percents_to_save()
             start, end = form.window()
             try:

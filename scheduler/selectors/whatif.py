@@ -10,6 +10,7 @@ people did not submit because the queue was long is not in the trace: the page s
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -17,7 +18,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from governance.models import Cluster
+from governance.models import Cluster, Project
 from governance.selectors.tree import shares_at
 from scheduler.engine import BudgetNode
 from scheduler.selectors.budget import budget_from, tree_rows
@@ -50,11 +51,15 @@ class TeamFigures:
 
 @dataclass(frozen=True)
 class TeamEffect:
-    """A team (the engine's ``program/project`` name) under today's tree and the proposal."""
+    """A team under today's tree and the proposal: ``project`` is the engine's
+    ``program/project`` name, ``project_id`` and ``name`` the project's (None and the
+    engine's name for one no longer in the tree)."""
 
     project: str
     today: TeamFigures
     proposed: TeamFigures
+    project_id: int | None = None
+    name: str = ""
 
 
 @dataclass
@@ -82,9 +87,11 @@ def what_if(
     proposed: dict[tuple[str, int], Decimal],
     end: datetime | None = None,
     days: int = DEFAULT_DAYS,
+    on_first_replay: Callable[[], None] | None = None,
 ) -> WhatIf:
     """Replay the ``days`` before ``end`` (default now) under today's shares and under today's
-    with ``proposed`` (``node_key`` → percent of the parent) laid over them."""
+    with ``proposed`` (``node_key`` → percent of the parent) laid over them;
+    ``on_first_replay`` is called between the two (progress)."""
     end = end or timezone.now()
     days = max(1, min(int(days), MAX_DAYS))
     start = end - timedelta(days=days)
@@ -100,10 +107,35 @@ def what_if(
         window_seconds=window,
         record_runs=False,
     )
-    figures = [_team_figures(_replayed(past, budget_of(b.root), config)) for b in trees]
+    if not past.trace.jobs:
+        return WhatIf(
+            start=start,
+            end=end,
+            gpus=config.gpus,
+            gpus_per_node=config.gpus_per_node,
+            jobs=0,
+            counts=past.counts,
+            summary="No workload of this cluster in the window: there is nothing to replay.",
+        )
+    figures = []
+    for budget in trees:
+        figures.append(_team_figures(_replayed(past, budget_of(budget.root), config)))
+        if on_first_replay is not None and len(figures) == 1:
+            on_first_replay()
     projects = sorted(set(figures[0]) | set(figures[1]))
     empty = _empty()
-    teams = [TeamEffect(p, figures[0].get(p, empty), figures[1].get(p, empty)) for p in projects]
+    ids = {trees[0].key(pid): pid for pid, _, _ in tree.projects}
+    names = dict(Project.objects.filter(id__in=ids.values()).values_list("id", "name"))
+    teams = [
+        TeamEffect(
+            p,
+            figures[0].get(p, empty),
+            figures[1].get(p, empty),
+            project_id=ids.get(p),
+            name=names.get(ids.get(p), p),
+        )
+        for p in projects
+    ]
     return WhatIf(
         start=start,
         end=end,
@@ -159,44 +191,129 @@ def _team_figures(result: ReplayResult) -> dict[str, TeamFigures]:
 
 
 def summary_of(teams: list[TeamEffect]) -> str:
-    """What changes most, in a sentence: the largest relative change of a team's p90 wait
-    (all its work) and the largest change of a team's hourly delivery."""
+    """What changes most, in a sentence: the team whose delivered-of-owed GPU-hours change
+    most, the largest relative change of a team's p90 wait (all its work), and the largest
+    change of a team's hourly delivery (when another team's)."""
     parts = []
-    wait = max(
-        ((t, *_p90s(t)) for t in teams if None not in _p90s(t) and max(_p90s(t)) > 0),
-        key=lambda item: abs(item[2] - item[1]) / max(item[1], item[2]),
-        default=None,
-    )
-    if wait is not None and wait[1] != wait[2]:
+    delivered = _largest(teams, lambda f: f.delivered_of_owed_gpu_hours, relative=False)
+    if delivered is not None:
+        team, before, after = delivered
+        parts.append(
+            f"{_name(team)} would get {after:,.1f} GPU-hours of what it is owed "
+            f"instead of {before:,.1f}"
+        )
+    wait = _largest(teams, lambda f: f.wait_p90, relative=True)
+    if wait is not None:
         team, before, after = wait
-        change = abs(after - before) / before if before else None
-        name = team.project.split("/")[-1]
-        if change is None:
-            parts.append(f"{name} would wait longer (p90 from 0 to {_hours(after)})")
+        if not before:
+            parts.append(f"{_name(team)} would wait longer (p90 from 0 to {duration_text(after)})")
         else:
             way = "less" if after < before else "more"
+            change = abs(after - before) / before
             parts.append(
-                f"{name} would wait {change:.0%} {way} (p90 {_hours(before)} → {_hours(after)})"
+                f"{_name(team)} would wait {change:.0%} {way} "
+                f"(p90 {duration_text(before)} → {duration_text(after)})"
             )
-    hourly = max(
-        (t for t in teams if t.today.hourly_delivery_ratio is not None and t.proposed.hourly_delivery_ratio is not None),
-        key=lambda t: abs(t.proposed.hourly_delivery_ratio - t.today.hourly_delivery_ratio),
-        default=None,
-    )  # fmt: skip
-    if (
-        hourly is not None
-        and hourly.today.hourly_delivery_ratio != hourly.proposed.hourly_delivery_ratio
-    ):
-        before, after = hourly.today.hourly_delivery_ratio, hourly.proposed.hourly_delivery_ratio
+    hourly = _largest(teams, lambda f: f.hourly_delivery_ratio, relative=False)
+    if hourly is not None and (delivered is None or hourly[0] is not delivered[0]):
+        team, before, after = hourly
         way = "rises" if after > before else "falls"
-        name = hourly.project.split("/")[-1]
-        parts.append(f"{name}'s hourly delivery {way} from {before:.0%} to {after:.0%}")
+        parts.append(f"{_name(team)}'s hourly delivery {way} from {before:.0%} to {after:.0%}")
     return "; ".join(parts) + "." if parts else "Nothing changes for any team."
 
 
-def _p90s(team: TeamEffect) -> tuple[float | None, float | None]:
-    return team.today.wait_p90, team.proposed.wait_p90
+def _largest(teams: list[TeamEffect], figure, *, relative: bool):
+    """``(team, today, proposed)`` of the team whose ``figure`` changes most (relative to
+    the larger of the two when ``relative``); None when no team's changes (to 0.01)."""
+    best, size = None, 0.0
+    for team in teams:
+        before, after = figure(team.today), figure(team.proposed)
+        if before is None or after is None or round(after - before, 2) == 0:
+            continue
+        change = abs(after - before) / (max(abs(before), abs(after)) if relative else 1)
+        if change > size:
+            best, size = (team, before, after), change
+    return best
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+def _name(team: TeamEffect) -> str:
+    return team.name or team.project
+
+
+def duration_text(seconds: float) -> str:
+    """A wait as people say it: seconds, minutes or hours."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def teams_shown(
+    teams: list[TeamEffect], visible_project_ids: set[int] | None
+) -> tuple[list[TeamEffect], TeamEffect | None]:
+    """The teams a viewer sees one by one (``visible_project_ids``; None: all), and the rest
+    summed into one "Other teams" row (None when there is no rest): GPU-hours add up, ratios
+    are recomputed from the sums, waits of teams the viewer may not see are not shown."""
+    if visible_project_ids is None:
+        return teams, None
+    shown = [t for t in teams if t.project_id in visible_project_ids]
+    rest = [t for t in teams if t.project_id not in visible_project_ids]
+    if not rest:
+        return shown, None
+    other = TeamEffect(
+        project="",
+        today=_summed([t.today for t in rest]),
+        proposed=_summed([t.proposed for t in rest]),
+        name=f"Other teams ({len(rest)})",
+    )
+    return shown, other
+
+
+def _summed(figures: list[TeamFigures]) -> TeamFigures:
+    owed = sum(f.owed_gpu_hours for f in figures)
+    delivered = sum(f.delivered_gpu_hours for f in figures)
+    of_owed = sum(f.delivered_of_owed_gpu_hours for f in figures)
+    # Each team's own min(delivered, owed), as the organization's figure sums them.
+    ratio = (
+        sum(min(f.delivered_gpu_hours, f.owed_gpu_hours) for f in figures) / owed if owed else None
+    )
+    hourly = of_owed / owed if owed else None
+    preemptions = sum(f.preemptions for f in figures)
+    return TeamFigures(
+        owed, delivered, of_owed, ratio, hourly, None, None, None, None, None, preemptions
+    )
+
+
+@dataclass(frozen=True)
+class WhatIfShown:
+    """What one viewer sees of a stored what-if: their teams, the rest summed, the sentence
+    about their teams."""
+
+    teams: list[TeamEffect]
+    other: TeamEffect | None
+    summary: str
+
+
+def whatif_shown(result: dict, visibility, organization_id: int) -> WhatIfShown:
+    """A stored what-if (``WhatIfRun.result``) as ``visibility`` may see it: every team for
+    whoever sees the whole organization, else the projects they see and one row for the
+    rest (``teams_shown``)."""
+    teams = [
+        TeamEffect(
+            project=t["project"],
+            today=TeamFigures(**t["today"]),
+            proposed=TeamFigures(**t["proposed"]),
+            project_id=t["project_id"],
+            name=t["name"],
+        )
+        for t in result.get("teams", [])
+    ]
+    if visibility.sees_whole_organization(organization_id):
+        visible = None
+    else:
+        visible = set(visibility.projects().values_list("id", flat=True))
+    shown, other = teams_shown(teams, visible)
+    if not teams:
+        return WhatIfShown([], None, result.get("summary", ""))
+    return WhatIfShown(shown, other, summary_of(shown))

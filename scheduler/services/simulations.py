@@ -18,12 +18,9 @@ import dataclasses
 import gzip
 import io
 import logging
-import threading
 import zlib
 from datetime import datetime
 
-from django import db
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -34,6 +31,7 @@ from governance.selectors.visibility import user_visibility
 from scheduler.engine import POLICIES
 from scheduler.models import SimulationJob, SimulationJobState
 from scheduler.selectors.budget import cluster_budget
+from scheduler.services.background import run_in_background
 from scheduler.simulator import Budget, ReplayConfig, Trace, TraceError, load_trace, read_trace
 from scheduler.simulator.budgets import BudgetError, proportional_budgets
 from scheduler.simulator.replay import ConfigError
@@ -224,26 +222,10 @@ def simulation_job_create(
 
 
 def _enqueue(job_id: int) -> None:
-    """Hand the job to a worker; with no broker (tasks run in-process), to a thread of its
-    own, so the request that asked for it returns at once and its page shows the progress."""
+    """Hand the job to a worker, or to a thread of its own without a broker."""
     from scheduler.tasks import simulation_run
 
-    if not settings.CELERY_TASK_ALWAYS_EAGER:
-        simulation_run.delay(job_id)
-        return
-    threading.Thread(
-        target=_run_in_thread, args=(job_id,), daemon=True, name=f"simulation-{job_id}"
-    ).start()
-
-
-def _run_in_thread(job_id: int) -> None:
-    """Run one simulation job in this thread, on this thread's own database connection."""
-    try:
-        simulation_job_run(job_id=job_id)
-    except Exception:  # the job records its own failures; anything else is logged here
-        logger.exception("simulation job %s failed in its thread", job_id)
-    finally:
-        db.connections.close_all()
+    run_in_background(simulation_run, simulation_job_run, job_id, "simulation")
 
 
 def _figure(fig) -> dict:

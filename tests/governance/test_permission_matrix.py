@@ -226,6 +226,31 @@ def _project_b1(w):
     return {"pk": w.p.project_b1.pk}
 
 
+def _whatif(user, cluster, parent_kind, parent_id):
+    """A what-if run of ``user`` on ``cluster`` (no replay needed)."""
+    from django.utils import timezone
+
+    from scheduler.models import WhatIfRun
+
+    run, _ = WhatIfRun.objects.get_or_create(
+        created_by=user,
+        cluster=cluster,
+        parent_kind=parent_kind,
+        parent_id=parent_id,
+        defaults={"days": 14, "window_end": timezone.now(), "key": "matrix",
+                  "created_at": timezone.now()},
+    )  # fmt: skip
+    return run
+
+
+def api_whatif(w: World, program, project, percent: str) -> dict:
+    return {
+        "parent": {"kind": "program", "id": program.pk},
+        "cluster": w.p.cluster.pk,
+        "shares": [{"node": project.pk, "percent": percent}],
+    }
+
+
 def _request_a(w):
     return {"pk": w.request_a.pk}
 
@@ -639,6 +664,42 @@ DECISIONS: dict[str, Decision] = {
             "start_day": 20,
             "days": 14,
         },
+    ),
+    # What-if: a preview of a split or of a request, by whoever may make or see the change.
+    "scheduler:whatif-detail": Decision(
+        url=lambda w: {
+            "pk": _whatif(w.p.program_manager, w.p.cluster, "program", w.p.program_a.pk).pk
+        },
+        get="200 200 404 404 404 404 login",
+        other=lambda w: {
+            "pk": _whatif(w.pi_b, w.foreign_cluster, "organization", w.foreign_organization.pk).pk
+        },
+        get_other=PAGE_ANOTHER_ORG,
+    ),
+    "scheduler:whatif-request": Decision(
+        url=_request_a,
+        get="405 405 405 405 405 405 login",
+        post="302 302 302 404 302 404 login",
+        other=_request_b,
+        get_other="405 405 405 405 405 405 login",
+        post_other="302 404 404 404 302 404 login",
+    ),
+    "api:what-if": Decision(
+        get="405 405 405 405 405 405 403",
+        post="202 202 202 403 403 404 403",
+        payload=lambda w, _: api_whatif(w, w.p.program_a, w.p.project_a1, "55"),
+        payload_other=lambda w, _: api_whatif(w, w.p.program_b, w.p.project_b1, "65"),
+        post_other="202 404 404 404 403 404 403",
+    ),
+    "api:what-if-detail": Decision(
+        url=lambda w: {
+            "pk": _whatif(w.p.program_manager, w.p.cluster, "program", w.p.program_a.pk).pk
+        },
+        get="200 200 404 404 404 404 403",
+        other=lambda w: {
+            "pk": _whatif(w.pi_b, w.foreign_cluster, "organization", w.foreign_organization.pk).pk
+        },
+        get_other=ANOTHER_ORG,
     ),
     "scheduler:simulation-detail": Decision(
         url=lambda w: {"pk": _simulation(w.p.program_manager, w.p.organization).pk},
