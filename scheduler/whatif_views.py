@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
@@ -134,7 +134,7 @@ def whatif_request_preview(request: HttpRequest, pk: int) -> HttpResponse:
             percents={line.node: line.percent for line in asked.lines.all()},
             approval_request=asked,
         )
-    except (ValidationError, PermissionDenied) as exc:
-        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
         return redirect("approval-detail", pk=asked.pk)
     return redirect("scheduler:whatif-detail", pk=run.pk)

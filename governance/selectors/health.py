@@ -39,9 +39,9 @@ from django.db.models import Count, F, Sum
 from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
 
-from governance.models import Allocation, Cluster, UsageDay
-from governance.selectors.tree import ShareRow, pick_shares
-from governance.selectors.usage import usage_sources
+from governance.models import Cluster, UsageDay
+from governance.selectors.tree import ShareRow, pick_shares, share_rows
+from governance.selectors.usage import kept_while_final, usage_sources
 from scheduler.choices import NodeState, RunEndReason
 from scheduler.models import AccountingCursor, Node, RunNode, SchedulingCycle, UsageHour
 from scheduler.selectors.protection import drain_due_at
@@ -238,26 +238,17 @@ class ClusterHealth:
 
 
 def _effective_share_steps(
-    cluster: Cluster, start: datetime, end: datetime
+    cluster: Cluster, start: datetime, end: datetime, rows: list[ShareRow] | None = None
 ) -> tuple[list[datetime], list[Decimal]]:
     """Σ of budgeted projects' effective shares (percent of the cluster), as a step function.
 
     Returns change instants and the sum from each instant on (the first instant is
     ``start``). A project counts when its program holds a share too — the same rule as the
-    engine's budget tree and usage accounting (``cluster_budget``).
+    engine's budget tree and usage accounting (``cluster_budget``). ``rows``: the cluster's
+    share rows when already read (``share_rows``).
     """
-    rows = [
-        ShareRow(
-            node=("program", a.program_id) if a.program_id else ("project", a.project_id),
-            percent=a.percent,
-            valid_from=a.valid_from,
-            valid_to=a.valid_to,
-            order=(0, a.pk),
-        )
-        for a in Allocation.objects.filter(cluster=cluster).only(
-            "id", "program_id", "project_id", "percent", "valid_from", "valid_to"
-        )
-    ]
+    if rows is None:
+        rows = share_rows(cluster=cluster)
     program_of = dict(
         cluster.organization.programs.values_list("projects__id", "id").exclude(projects__id=None)
     )
@@ -288,8 +279,10 @@ def _pyramid_days(
     gpus: int,
     measured_until: datetime,
     measured_from: datetime | None = None,
+    rows: list[ShareRow] | None = None,
 ) -> list[HealthDay]:
-    """One ``HealthDay`` per UTC day of ``[start, end)``.
+    """One ``HealthDay`` per UTC day of ``[start, end)`` (``rows``: the cluster's share rows
+    when already read).
 
     Closed days come from the daily cache (``UsageDay``, one grouped query returning a row
     per day); today, days not cached yet and days when the budgeted share changed are read
@@ -298,7 +291,7 @@ def _pyramid_days(
     ``measured_from`` (when accounting began; None: the period's start) up to
     ``measured_until`` (how far accounting got).
     """
-    instants, sums = _effective_share_steps(cluster, start, end)
+    instants, sums = _effective_share_steps(cluster, start, end, rows)
     # A change of the budgeted total inside a day: that day is read hour by hour.
     split = {t.date() for t in instants[1:] if t != t.replace(hour=0, minute=0, second=0)}
     day_q, hour_q = usage_sources(
@@ -396,6 +389,47 @@ def _pyramid_days(
             day.capacity_gpu_seconds = Decimal(gpus) * Decimal(str(seconds))
             day.allocated_known_gpu_seconds = day.allocated_gpu_seconds
     return list(days.values())
+
+
+def _pyramid_days_kept(
+    cluster: Cluster,
+    start: datetime,
+    end: datetime,
+    gpus: int,
+    measured_until: datetime,
+    measured_from: datetime | None,
+) -> list[HealthDay]:
+    """``_pyramid_days``, its whole days before the last final hour's day kept while their
+    usage is final (``kept_while_final``) and the shares, the GPUs and the start of
+    accounting are as they were; the days after read every time. A month's page then reads
+    only today's hours: the closed days' grouped queries were most of its time."""
+    last_final = (measured_until - HOUR).astimezone(UTC)
+    split = max(start, min(end, last_final.replace(hour=0, minute=0, second=0, microsecond=0)))
+    rows = share_rows(cluster=cluster)
+    if split <= start or split.hour or split.minute or split.second or split.microsecond:
+        return _pyramid_days(cluster, start, end, gpus, measured_until, measured_from, rows)
+    shares = sorted(
+        (r.order, r.node, str(r.percent), r.valid_from.timestamp(), r.valid_to and r.valid_to.timestamp())
+        for r in rows
+    )  # fmt: skip
+    closed = kept_while_final(
+        "health:pyramid-days",
+        cluster_ids=[cluster.pk],
+        end=split,
+        inputs=(
+            start.timestamp(),
+            split.timestamp(),
+            gpus,
+            measured_from and measured_from.timestamp(),
+            shares,
+        ),
+        # Every second of these days is before ``split``: measured in full, whatever the
+        # hour accounting has reached since.
+        make=lambda: _pyramid_days(cluster, start, split, gpus, split, measured_from, rows),
+    )
+    if split >= end:
+        return closed
+    return closed + _pyramid_days(cluster, split, end, gpus, measured_until, measured_from, rows)
 
 
 def _add_day_sums(day: HealthDay, row: dict) -> None:
@@ -539,7 +573,7 @@ def cluster_health(
         start=start,
         end=end,
         gpus=gpus,
-        days=_pyramid_days(cluster, start, end, gpus, measured, measured_from)
+        days=_pyramid_days_kept(cluster, start, end, gpus, measured, measured_from)
         if start < end
         else [],
         nodes_by_state=nodes_by_state,

@@ -6,8 +6,9 @@ approval request's shape: ``parent`` (an organization or a program) and ``percen
 (child → percent of the parent). It is checked like a split (each percent from 0 to 100 with at most
 two decimals, each node a child of the parent, the children's shares together at most
 100 % with the proposal laid over today's), never saved as one. Who may ask: someone who may
-change or request a change of those children (the split editor's rule), or who sees the
-approval request it previews.
+change or request a change of those children (the split editor's rule: a manager of the
+parent, a PI for their project), or who decides or made the approval request it previews
+(finance readers never write, not even a preview).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def whatif_create(
     vis = user_visibility(user=user)
     proposal = whatif_proposal_validate(cluster, parent, percents, days)
     may_change = vis.can_manage(parent) or all(vis.can_request(node) for node in percents)
-    previews = (
-        approval_request is not None
-        and vis.approval_requests().filter(pk=approval_request.pk).exists()
+    # A request's preview: for whoever decides it, and the requester. Finance reads only.
+    previews = approval_request is not None and (
+        approval_request.requested_by_id == user.pk or vis.can_decide(approval_request)
     )
     if not (may_change or previews):
         raise PermissionDenied(f"You may not change, or ask to change, the split of {parent}.")

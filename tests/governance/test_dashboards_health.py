@@ -265,3 +265,27 @@ def test_closed_days_read_from_the_daily_cache_give_the_same_figures(personas, y
     ):
         assert getattr(after, name) == getattr(before, name), name
     assert after.owed_delivered_gpu_seconds == Decimal(86976)
+
+
+def test_kept_closed_days_follow_the_nodes_and_the_shares(personas, yesterday):
+    """Yesterday is final (accounting is two hours into today): it is kept, but not past a
+    change of what it was computed from. 32 GPUs: capacity 32 x 86,400 GPU-seconds; with a
+    registered 8-GPU node the page's GPUs are 8, and capacity 8 x 86,400. A share corrected
+    for all time changes the effective share healthy time is read through."""
+    from governance.models import Allocation
+
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_until=today_midnight() + timedelta(hours=2)
+    )
+    assert usage_days_refresh(cluster=personas.cluster) >= 1
+    first, again = (health_for(personas, personas.org_admin, yesterday).days[0] for _ in "12")
+    assert first.capacity_gpu_seconds == again.capacity_gpu_seconds == Decimal(32 * 86400)
+    assert again.healthy_gpu_seconds == first.healthy_gpu_seconds == Decimal(760 * 3600)
+    Node.objects.create(cluster=personas.cluster, name="n1", gpus=8)
+    day = health_for(personas, personas.org_admin, yesterday).days[0]
+    assert day.capacity_gpu_seconds == Decimal(8 * 86400)
+    # Vision 60 % → 30 %: Detection and Segmentation hold half the effective share they did,
+    # so their entitlement reads as twice the healthy GPUs.
+    Allocation.objects.filter(program=personas.program_a).update(percent=Decimal(30))
+    day = health_for(personas, personas.org_admin, yesterday).days[0]
+    assert day.healthy_gpu_seconds != first.healthy_gpu_seconds

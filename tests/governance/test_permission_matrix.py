@@ -679,10 +679,10 @@ DECISIONS: dict[str, Decision] = {
     "scheduler:whatif-request": Decision(
         url=_request_a,
         get="405 405 405 405 405 405 login",
-        post="302 302 302 404 302 404 login",
+        post="302 302 302 404 403 404 login",
         other=_request_b,
         get_other="405 405 405 405 405 405 login",
-        post_other="302 404 404 404 302 404 login",
+        post_other="302 404 404 404 403 404 login",
     ),
     "api:what-if": Decision(
         get="405 405 405 405 405 405 403",

@@ -53,11 +53,14 @@ def test_a_manager_asks_and_follows_the_run_to_done(personas):
     assert done["jobs"] == 0 and done["teams"] == [] and "nothing to replay" in done["summary"]
 
 
-def test_a_request_is_previewed_by_whoever_may_see_it(personas):
+def test_a_request_is_previewed_by_its_decider_and_seen_by_its_requester(personas):
     asked = approval_request_create(
         actor=personas.pi, parent=personas.program_a, cluster=personas.cluster,
         percents={personas.project_a1: Decimal("55")}, reason="More for Detection.",
     )  # fmt: skip
+    # Finance oversees the request but never writes, not even a preview.
+    refused = client_for(personas.finance).post(URL, {"request": asked.pk}, format="json")
+    assert refused.status_code == 403
     answer = client_for(personas.program_manager).post(URL, {"request": asked.pk}, format="json")
     assert answer.status_code == 202, answer.content
     assert answer.json()["request"] == asked.pk
