@@ -67,7 +67,9 @@ def team_cells(team: TeamEffect) -> list[Cell]:
             higher_is_better=True,
         ),
         _cell(a.hourly_delivery_ratio, b.hourly_delivery_ratio, _ratio, higher_is_better=True),
+        _cell(a.debug_wait_p50, b.debug_wait_p50, duration_text, higher_is_better=False),
         _cell(a.debug_wait_p90, b.debug_wait_p90, duration_text, higher_is_better=False),
+        _cell(a.other_wait_p50, b.other_wait_p50, duration_text, higher_is_better=False),
         _cell(a.other_wait_p90, b.other_wait_p90, duration_text, higher_is_better=False),
         _cell(a.preemptions, b.preemptions, "{:,}".format, higher_is_better=False),
     ]
