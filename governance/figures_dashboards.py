@@ -233,14 +233,21 @@ def health_pyramid(days: Sequence) -> dict:
     ``hourly_impact``; ``None`` = unknown, drawn as a gap). The hourly delivery ratio is a
     dotted line beside the delivery ratio.
     """
+    return _percent_lines(
+        days,
+        [
+            ("Availability (healthy ÷ all GPUs)", "availability", "#3b6fb6", "solid"),
+            ("Occupancy (allocated ÷ healthy)", "occupancy", "#0f766e", "solid"),
+            ("Impact (delivery ratio)", "impact", "#a1662f", "solid"),
+            ("Hourly delivery ratio", "hourly_impact", "#a1662f", "dot"),
+        ],
+    )
+
+
+def _percent_lines(days: Sequence, series: Sequence[tuple[str, str, str, str]]) -> dict:
+    """One line per ``(label, attribute, colour, dash)`` of ``series`` over ``days`` (their
+    ``day``), the attribute a 0..1 ratio drawn in percent; ``None`` is a gap, never 0 %."""
     x = [d.day for d in days]
-    series = [
-        ("Availability (healthy ÷ all GPUs)", "availability", "solid"),
-        ("Occupancy (allocated ÷ healthy)", "occupancy", "solid"),
-        ("Impact (delivery ratio)", "impact", "solid"),
-        ("Hourly delivery ratio", "hourly_impact", "dot"),
-    ]
-    colours = ["#3b6fb6", "#0f766e", "#a1662f", "#a1662f"]
     traces = [
         {
             "type": "scatter",
@@ -253,7 +260,7 @@ def health_pyramid(days: Sequence) -> dict:
             "hovertemplate": "%{y:.2f} %",
             "connectgaps": False,
         }
-        for (label, attribute, dash), colour in zip(series, colours, strict=True)
+        for label, attribute, colour, dash in series
     ]
     return _layout(
         traces, yaxis={"title": {"text": "percent"}, "ticksuffix": " %", "range": [0, 105]}
@@ -301,26 +308,12 @@ def health_utilization(days: Sequence) -> dict:
     nothing measured, or nothing in the ledger: a gap, never 0 %). Coverage is dotted: the
     share of the ledger's allocated GPU-hours the utilization was measured on.
     """
-    x = [d.day for d in days]
-    traces = [
-        {
-            "type": "scatter",
-            "name": label,
-            "x": x,
-            "y": [_percent(getattr(d, attribute)) for d in days],
-            "mode": "lines+markers",
-            "line": {"color": colour, "dash": dash, "width": 2},
-            "marker": {"size": 5},
-            "hovertemplate": "%{y:.2f} %",
-            "connectgaps": False,
-        }
-        for label, attribute, colour, dash in (
+    return _percent_lines(
+        days,
+        [
             ("Utilization (busy ÷ allocated, measured)", "utilization", "#6b5fb5", "solid"),
             ("Telemetry coverage (measured ÷ allocated)", "coverage", "#8a94a3", "dot"),
-        )
-    ]
-    return _layout(
-        traces, yaxis={"title": {"text": "percent"}, "ticksuffix": " %", "range": [0, 105]}
+        ],
     )
 
 

@@ -21,45 +21,18 @@ from django.db.models import BigIntegerField, DateField, F, Sum, Value
 from django.db.models.functions import TruncDay, TruncMonth
 
 from scheduler.models import UtilizationDay, UtilizationHour
+from scheduler.selectors.utilization import BusyAllocatedFigures
 
 ZERO = Decimal("0")
-SECONDS_PER_HOUR = Decimal("3600")
 PER = (None, "day", "month")
 
 
 @dataclass
-class Telemetry:
+class Telemetry(BusyAllocatedFigures):
     """Allocated and busy GPU-seconds of measured hours (busy <= allocated, row by row)."""
 
     allocated_gpu_seconds: Decimal = ZERO
     busy_gpu_seconds: Decimal = ZERO
-
-    @property
-    def idle_gpu_seconds(self) -> Decimal:
-        """Allocated but idle: allocated minus busy of the measured hours."""
-        return self.allocated_gpu_seconds - self.busy_gpu_seconds
-
-    @property
-    def utilization(self) -> Decimal | None:
-        """Busy ÷ allocated (0..1); ``None`` when nothing was measured."""
-        if not self.allocated_gpu_seconds:
-            return None
-        return min(self.busy_gpu_seconds / self.allocated_gpu_seconds, Decimal(1))
-
-    @property
-    def allocated_gpu_hours(self) -> Decimal:
-        """Allocated GPU-seconds in GPU-hours (for display)."""
-        return self.allocated_gpu_seconds / SECONDS_PER_HOUR
-
-    @property
-    def busy_gpu_hours(self) -> Decimal:
-        """Busy GPU-seconds in GPU-hours (for display)."""
-        return self.busy_gpu_seconds / SECONDS_PER_HOUR
-
-    @property
-    def idle_gpu_hours(self) -> Decimal:
-        """Allocated but idle GPU-seconds in GPU-hours (for display)."""
-        return self.idle_gpu_seconds / SECONDS_PER_HOUR
 
     def add(self, other: Telemetry) -> None:
         """Add another bucket's sums (a project's into its program, a day into the total)."""

@@ -178,3 +178,40 @@ def allocated_idle_gpu_seconds_by_project(
         .annotate(idle=Sum(F("allocated_gpu_seconds") - F("busy_gpu_seconds")))
     )
     return {project_id: idle or ZERO for project_id, idle in rows}
+
+
+SECONDS_PER_HOUR = Decimal("3600")
+
+
+class BusyAllocatedFigures:
+    """What a figure made of ``allocated_gpu_seconds`` and ``busy_gpu_seconds`` (attributes
+    or properties of the class it is mixed into) says: utilization and GPU-hours."""
+
+    allocated_gpu_seconds: Decimal
+    busy_gpu_seconds: Decimal
+
+    @property
+    def idle_gpu_seconds(self) -> Decimal:
+        """Allocated but idle: allocated minus busy of the measured hours."""
+        return self.allocated_gpu_seconds - self.busy_gpu_seconds
+
+    @property
+    def utilization(self) -> Decimal | None:
+        """Busy ÷ allocated (0..1); ``None`` when nothing was measured."""
+        allocated = self.allocated_gpu_seconds
+        return min(self.busy_gpu_seconds / allocated, Decimal(1)) if allocated else None
+
+    @property
+    def allocated_gpu_hours(self) -> Decimal:
+        """Allocated GPU-seconds in GPU-hours (for display)."""
+        return self.allocated_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def busy_gpu_hours(self) -> Decimal:
+        """Busy GPU-seconds in GPU-hours (for display)."""
+        return self.busy_gpu_seconds / SECONDS_PER_HOUR
+
+    @property
+    def idle_gpu_hours(self) -> Decimal:
+        """Allocated but idle GPU-seconds in GPU-hours (for display)."""
+        return self.idle_gpu_seconds / SECONDS_PER_HOUR

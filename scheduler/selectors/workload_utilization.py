@@ -10,17 +10,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from scheduler.models import Run
-from scheduler.selectors.utilization import run_utilization_trace
+from scheduler.selectors.utilization import BusyAllocatedFigures, run_utilization_trace
 
 ZERO = Decimal("0")
-SECONDS_PER_HOUR = Decimal("3600")
 # The page draws the latest runs only: a workload preempted fifty times would otherwise
 # read fifty traces (two queries each) for lines nobody can tell apart.
 RUNS_SHOWN = 5
 
 
 @dataclass
-class RunTrace:
+class RunTrace(BusyAllocatedFigures):
     """One run's hours with telemetry and their sums."""
 
     run: Run
@@ -35,27 +34,6 @@ class RunTrace:
     def busy_gpu_seconds(self) -> Decimal:
         """GPU-seconds busy over the measured hours."""
         return sum((h["busy_gpu_seconds"] for h in self.hours), ZERO)
-
-    @property
-    def utilization(self) -> Decimal | None:
-        """Busy ÷ allocated over the measured hours (0..1), ``None`` without telemetry."""
-        allocated = self.allocated_gpu_seconds
-        return min(self.busy_gpu_seconds / allocated, Decimal(1)) if allocated else None
-
-    @property
-    def allocated_gpu_hours(self) -> Decimal:
-        """Allocated GPU-seconds in GPU-hours (for display)."""
-        return self.allocated_gpu_seconds / SECONDS_PER_HOUR
-
-    @property
-    def busy_gpu_hours(self) -> Decimal:
-        """Busy GPU-seconds in GPU-hours (for display)."""
-        return self.busy_gpu_seconds / SECONDS_PER_HOUR
-
-    @property
-    def idle_gpu_hours(self) -> Decimal:
-        """Allocated but idle GPU-hours of the measured hours."""
-        return (self.allocated_gpu_seconds - self.busy_gpu_seconds) / SECONDS_PER_HOUR
 
 
 def workload_utilization_traces(*, runs: list[Run]) -> list[RunTrace]:
