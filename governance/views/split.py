@@ -70,19 +70,9 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
     if request.method == "POST":
         form = SplitForm(request.POST, rows=rows, day=day)
         if "preview" in request.POST:
-            # A preview changes nothing: it needs the new percents, not a reason.
-            form.fields["reason"].required = False
-            if form.is_valid():
-                try:
-                    run = whatif_create(
-                        user=request.user,
-                        cluster=cluster,
-                        parent=parent,
-                        percents=form.changed_percents(),
-                    )
-                    return redirect("scheduler:whatif-detail", pk=run.pk)
-                except ValidationError as error:
-                    form.add_service_errors(error)
+            previewed = _preview(request, form, parent, cluster)
+            if previewed is not None:
+                return previewed
         elif form.is_valid():
             percents = form.percents_to_save()
             start, end = form.window()
@@ -125,6 +115,22 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
         "day": day,
     }
     return render(request, "governance/split.html", context)
+
+
+def _preview(request, form, parent, cluster) -> HttpResponse | None:
+    """ "Preview effect": a what-if of the percents being edited, nothing saved; None (the
+    editor again, with the errors) for bad input."""
+    form.fields["reason"].required = False  # a preview changes nothing: no reason needed
+    if not form.is_valid():
+        return None
+    try:
+        run = whatif_create(
+            user=request.user, cluster=cluster, parent=parent, percents=form.changed_percents()
+        )
+    except ValidationError as error:
+        form.add_service_errors(error)
+        return None
+    return redirect("scheduler:whatif-detail", pk=run.pk)
 
 
 def _start_day(data) -> date | None:
