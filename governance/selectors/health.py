@@ -13,8 +13,9 @@ no ledger scans. Per UTC day of a period:
   *unknown*; otherwise the whole day (from when accounting began, up to how far it got
   today) is measured, so hours when accounting stopped count as unavailable.
 - **occupancy** = allocated ÷ healthy GPU-seconds, where allocated = budgeted + burst + free
-  (everything that ran). It can pass 100 % while a draining node still runs work: draining
-  capacity is no longer counted as healthy.
+  (everything that ran), at most 100 %: while a draining node still runs work, that work is
+  allocated but the node's capacity no longer counts as healthy, and a day of a drain on a
+  full cluster would otherwise read a little over 100 %.
 - **impact** = the organization's delivery ratio for that day, Σ over projects of
   min(charged, owed) ÷ Σ owed (owed = Σ over hours of min(entitled, demand)); the stricter
   hourly ratio is given beside it.
@@ -87,10 +88,11 @@ class HealthDay:
 
     @property
     def occupancy(self) -> Decimal | None:
-        """Allocated (charged + free) ÷ healthy GPU-seconds over the known hours."""
+        """Allocated (charged + free) ÷ healthy GPU-seconds over the known hours, at most 1
+        (work finishing on a draining node is allocated; the node is no longer healthy)."""
         if not self.healthy_gpu_seconds:
             return None
-        return self.allocated_known_gpu_seconds / self.healthy_gpu_seconds
+        return min(self.allocated_known_gpu_seconds / self.healthy_gpu_seconds, Decimal(1))
 
     @property
     def impact(self) -> Decimal | None:

@@ -289,3 +289,17 @@ def test_kept_closed_days_follow_the_nodes_and_the_shares(personas, yesterday):
     Allocation.objects.filter(program=personas.program_a).update(percent=Decimal(30))
     day = health_for(personas, personas.org_admin, yesterday).days[0]
     assert day.healthy_gpu_seconds != first.healthy_gpu_seconds
+
+
+def test_occupancy_is_at_most_100_percent_while_a_draining_node_finishes_work():
+    """A full cluster whose one node drains: its runs are allocated until they end, its GPUs
+    are no longer healthy. 31 healthy nodes' worth of seconds, 32 nodes' worth allocated:
+    the day reads 100 %, not 103.23 %."""
+    from governance.selectors.health import HealthDay
+
+    day = HealthDay(day=today_midnight())
+    day.healthy_gpu_seconds = Decimal(31 * 8 * 3600)
+    day.allocated_known_gpu_seconds = Decimal(32 * 8 * 3600)
+    assert day.occupancy == 1 and day.occupancy_pct == 100
+    day.allocated_known_gpu_seconds = Decimal(31 * 8 * 1800)
+    assert day.occupancy == Decimal("0.5")
