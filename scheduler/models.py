@@ -569,7 +569,26 @@ class SimulationJobState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class SimulationJob(models.Model):
+class BackgroundJob(models.Model):
+    """What a replay asked for in the browser and run by a worker records of its run: its
+    state (queued → running → done | failed), how far it got, its result or error, and
+    when. Each job adds its own ``progress`` (what 0 … 1 counts) and inputs."""
+
+    state = models.CharField(
+        max_length=20, choices=SimulationJobState.choices, default=SimulationJobState.QUEUED
+    )
+    progress_note = models.CharField(max_length=300, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class SimulationJob(BackgroundJob):
     """A trace replay asked for on the simulator page, run in the background.
 
     ``trace_source`` is ``philly`` (the bundled trace, ``scheduler.traces.PHILLY_JOBS``) or
@@ -598,16 +617,7 @@ class SimulationJob(models.Model):
     trace_name = models.CharField(max_length=200, blank=True)
     trace_csv = models.TextField(blank=True)
     parameters = models.JSONField(default=dict)
-    state = models.CharField(
-        max_length=20, choices=SimulationJobState.choices, default=SimulationJobState.QUEUED
-    )
     progress = models.FloatField(default=0.0, help_text="0 … 1: policies replayed / policies.")
-    progress_note = models.CharField(max_length=300, blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -808,7 +818,7 @@ class IdlePolicy(models.Model):
         return f"idle rule {state}: < {self.busy_below_percent} % for {self.for_minutes} min"
 
 
-class WhatIfRun(models.Model):
+class WhatIfRun(BackgroundJob):
     """A what-if asked for before a budget change: the cluster's last ``days`` of real demand
     (up to ``window_end``) replayed under today's tree and under today's with ``proposal``
     laid over it (``{"project-12": "25.00", …}``: children of the node ``parent_kind``-
@@ -837,16 +847,7 @@ class WhatIfRun(models.Model):
     days = models.PositiveSmallIntegerField()
     window_end = models.DateTimeField()
     key = models.CharField(max_length=64, db_index=True)
-    state = models.CharField(
-        max_length=20, choices=SimulationJobState.choices, default=SimulationJobState.QUEUED
-    )
     progress = models.FloatField(default=0.0, help_text="0 … 1: replays done / 2.")
-    progress_note = models.CharField(max_length=300, blank=True)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

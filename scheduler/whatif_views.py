@@ -21,8 +21,9 @@ from governance.models import Organization, Program, Project
 from governance.selectors.tree import shares_at
 from governance.views.common import visibility_of
 from scheduler.models import SimulationJobState, WhatIfRun
-from scheduler.selectors.whatif import TeamEffect, duration_text, whatif_shown
+from scheduler.selectors.whatif import TeamEffect, whatif_shown
 from scheduler.services.whatif import whatif_create
+from scheduler.simulator.durations import format_duration
 
 NODE_MODELS = {"organization": Organization, "program": Program, "project": Project}
 
@@ -67,10 +68,10 @@ def team_cells(team: TeamEffect) -> list[Cell]:
             higher_is_better=True,
         ),
         _cell(a.hourly_delivery_ratio, b.hourly_delivery_ratio, _ratio, higher_is_better=True),
-        _cell(a.debug_wait_p50, b.debug_wait_p50, duration_text, higher_is_better=False),
-        _cell(a.debug_wait_p90, b.debug_wait_p90, duration_text, higher_is_better=False),
-        _cell(a.other_wait_p50, b.other_wait_p50, duration_text, higher_is_better=False),
-        _cell(a.other_wait_p90, b.other_wait_p90, duration_text, higher_is_better=False),
+        _cell(a.debug_wait_p50, b.debug_wait_p50, format_duration, higher_is_better=False),
+        _cell(a.debug_wait_p90, b.debug_wait_p90, format_duration, higher_is_better=False),
+        _cell(a.other_wait_p50, b.other_wait_p50, format_duration, higher_is_better=False),
+        _cell(a.other_wait_p90, b.other_wait_p90, format_duration, higher_is_better=False),
         _cell(a.preemptions, b.preemptions, "{:,}".format, higher_is_better=False),
     ]
 

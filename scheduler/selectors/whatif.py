@@ -24,6 +24,7 @@ from scheduler.engine import BudgetNode
 from scheduler.selectors.budget import budget_from, tree_rows
 from scheduler.selectors.ledger_trace import LedgerTrace, ledger_trace
 from scheduler.simulator import Budget, ReplayConfig, replay
+from scheduler.simulator.durations import format_duration
 from scheduler.simulator.metrics import compute_metrics, percentile
 from scheduler.simulator.replay import ReplayResult
 
@@ -206,13 +207,15 @@ def summary_of(teams: list[TeamEffect]) -> str:
     if wait is not None:
         team, before, after = wait
         if not before:
-            parts.append(f"{_name(team)} would wait longer (p90 from 0 to {duration_text(after)})")
+            parts.append(
+                f"{_name(team)} would wait longer (p90 from 0 to {format_duration(after)})"
+            )
         else:
             way = "less" if after < before else "more"
             change = abs(after - before) / before
             parts.append(
                 f"{_name(team)} would wait {change:.0%} {way} "
-                f"(p90 {duration_text(before)} → {duration_text(after)})"
+                f"(p90 {format_duration(before)} → {format_duration(after)})"
             )
     hourly = _largest(teams, lambda f: f.hourly_delivery_ratio, relative=False)
     if hourly is not None and (delivered is None or hourly[0] is not delivered[0]):
@@ -238,15 +241,6 @@ def _largest(teams: list[TeamEffect], figure, *, relative: bool):
 
 def _name(team: TeamEffect) -> str:
     return team.name or team.project
-
-
-def duration_text(seconds: float) -> str:
-    """A wait as people say it: seconds, minutes or hours."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def teams_shown(

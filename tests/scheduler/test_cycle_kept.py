@@ -195,12 +195,9 @@ def test_keeping_the_engine_can_be_turned_off(settings):
         assert record.engine == "keeping the engine is turned off"
 
 
-@pytest.mark.parametrize("mark_idle", [False, True])
-def test_a_run_marked_idle_is_noted_and_goes_first_among_the_victims(settings, mark_idle):
-    # Team a (no share) fills the two nodes from T0: one 8-GPU run and two 4-GPU runs, all
-    # past their minimum; team b (100 %) asks for 4 GPUs. A 4-GPU run loses half what the
-    # 8-GPU one would (same checkpoints) and is taken, unless the 8-GPU run is marked idle:
-    # then it goes, although it loses more. The engine is kept throughout.
+def team_a_fills_both_nodes(settings):
+    """Two 8-GPU nodes, team a (no share) running one 8-GPU and two 4-GPU workloads from T0
+    (minimum 60 s), team b at 100 % with nothing yet; the engine kept, never rebuilt on time."""
     settings.SCHEDULER_REBUILD_SECONDS = 10**6
     world = build_world(nodes=2, shares={"a": None, "b": "100"})
     kept_engines_clear()
@@ -210,6 +207,16 @@ def test_a_run_marked_idle_is_noted_and_goes_first_among_the_victims(settings, m
             min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=T0,
         )  # fmt: skip
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    return world
+
+
+@pytest.mark.parametrize("mark_idle", [False, True])
+def test_a_run_marked_idle_is_noted_and_goes_first_among_the_victims(settings, mark_idle):
+    # Team a (no share) fills the two nodes from T0: one 8-GPU run and two 4-GPU runs, all
+    # past their minimum; team b (100 %) asks for 4 GPUs. A 4-GPU run loses half what the
+    # 8-GPU one would (same checkpoints) and is taken, unless the 8-GPU run is marked idle:
+    # then it goes, although it loses more. The engine is kept throughout.
+    world = team_a_fills_both_nodes(settings)
     runs = {r.workload.name: r for r in Run.objects.filter(cluster=world.cluster)}
     assert set(runs) == {"big", "small1", "small2"}
     now = T0 + timedelta(hours=2)
@@ -247,15 +254,7 @@ def test_a_victim_the_kept_records_lack_rebuilds_the_engine_and_is_stopped(setti
     # team a's open runs with no change note to explain it. The kept engine still evicts
     # one, a stop the cycle could not write (and b's start relies on it): the cycle writes
     # nothing of that decision, rebuilds the engine from the database and decides again.
-    settings.SCHEDULER_REBUILD_SECONDS = 10**6
-    world = build_world(nodes=2, shares={"a": None, "b": "100"})
-    kept_engines_clear()
-    for name, gpus in (("big", 8), ("small1", 4), ("small2", 4)):
-        workload_submit(
-            project=world.projects["a"], cluster=world.cluster, name=name, gpus=gpus,
-            min_runtime_seconds=60, launch_spec={"command": ["train"]}, now=T0,
-        )  # fmt: skip
-    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0)
+    world = team_a_fills_both_nodes(settings)
     # A second cycle reads the notes of the first one's starts; then the records are lost.
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=1))
     from scheduler.services import cycle_kept

@@ -25,6 +25,7 @@ from governance.models import Cluster, Organization, Program
 from governance.parsing import instant
 from scheduler.selectors.whatif import MAX_DAYS, what_if
 from scheduler.services.whatif import whatif_proposal_validate
+from scheduler.simulator.durations import format_duration
 
 KINDS = {"organization": Organization, "program": Program}
 
@@ -120,7 +121,7 @@ def _table(result) -> str:
             f"{team.name[:24]:<24} {_pair(a.owed_gpu_hours, b.owed_gpu_hours, '{:,.1f}'):>21} "
             f"{_pair(a.delivered_of_owed_gpu_hours, b.delivered_of_owed_gpu_hours, '{:,.1f}'):>21} "
             f"{_pair(a.hourly_delivery_ratio, b.hourly_delivery_ratio, '{:.0%}'):>13} "
-            f"{_pair(_h(a.wait_p90), _h(b.wait_p90), '{:.1f} h'):>17} "
+            f"{_pair(a.wait_p90, b.wait_p90, format_duration):>17} "
             f"{_pair(a.preemptions, b.preemptions, '{}'):>11}"
         )
     lines += ["", result.summary, "Past demand is not future demand; work people did not submit "
@@ -128,12 +129,12 @@ def _table(result) -> str:
     return "\n".join(lines)
 
 
-def _h(seconds):
-    return None if seconds is None else seconds / 3600
+def _pair(before, after, fmt) -> str:
+    """``before → after``, each through ``fmt`` (a format string or a function)."""
 
-
-def _pair(before, after, fmt: str) -> str:
     def one(v):
-        return "—" if v is None else fmt.format(v)
+        if v is None:
+            return "—"
+        return fmt(v) if callable(fmt) else fmt.format(v)
 
     return f"{one(before)} → {one(after)}"
