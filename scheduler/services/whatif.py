@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -200,8 +200,3 @@ def _enqueue(job_id: int) -> None:
     from scheduler.tasks import whatif_run as task
 
     run_in_background(task, whatif_run, job_id, "what-if")
-
-
-def whatif_window(run: WhatIfRun) -> tuple[datetime, datetime]:
-    """The replayed window of ``run``: its ``days`` up to ``window_end``."""
-    return run.window_end - timedelta(days=run.days), run.window_end
