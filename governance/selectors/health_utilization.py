@@ -17,14 +17,14 @@ table and the idle runs list only the projects the viewer sees
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 from django.db.models import F, Sum
 
 from governance.models import Cluster, UsageDay
 from governance.selectors.telemetry import Telemetry, telemetry_days_and_projects
-from governance.selectors.usage import usage_sources
+from governance.selectors.usage import kept_while_final, usage_sources
 from scheduler.models import Run, UsageHour
 
 ZERO = Decimal("0")
@@ -99,11 +99,9 @@ class ClusterUtilization:
         return self.total.measured
 
 
-def _ledger_allocated_by_project(
-    cluster: Cluster, start: datetime, end: datetime, project_ids: set[int]
-) -> dict[int, Decimal]:
-    """Charged + free GPU-seconds per project from the usage rollups (the ledger's sums):
-    whole days from the daily cache, the rest from the hourly rollup."""
+def _ledger_sums(cluster: Cluster, start: datetime, end: datetime) -> dict[int, Decimal]:
+    """Charged + free GPU-seconds per project of the cluster from the usage rollups (the
+    ledger's sums): whole days from the daily cache, the rest from the hourly rollup."""
     day_q, hour_q = usage_sources(cluster_ids=[cluster.pk], start=start, end=end)
     total = F("budgeted_gpu_seconds") + F("burst_gpu_seconds") + F("free_gpu_seconds")
     found: dict[int, Decimal] = {}
@@ -112,8 +110,33 @@ def _ledger_allocated_by_project(
             continue
         rows = model.objects.filter(where).order_by().values_list("project_id")
         for project_id, allocated in rows.annotate(allocated=Sum(total)):
-            if project_id in project_ids:
-                found[project_id] = found.get(project_id, ZERO) + (allocated or ZERO)
+            found[project_id] = found.get(project_id, ZERO) + (allocated or ZERO)
+    return found
+
+
+def _ledger_allocated_by_project(
+    cluster: Cluster, start: datetime, end: datetime, project_ids: set[int]
+) -> dict[int, Decimal]:
+    """``_ledger_sums`` of ``project_ids``: the days before the last one kept while their
+    usage is final (``kept_while_final``, every project of the cluster under one key, so
+    every viewer shares it), the last day read every time."""
+    split = max(start, end.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0))
+    found = (
+        kept_while_final(
+            "health:ledger-by-project",
+            cluster_ids=[cluster.pk],
+            end=split,
+            inputs=(start.timestamp(), split.timestamp()),
+            make=lambda: _ledger_sums(cluster, start, split),
+        )
+        if split > start
+        else {}
+    )
+    found = {pk: seconds for pk, seconds in found.items() if pk in project_ids}
+    if split < end:
+        for pk, seconds in _ledger_sums(cluster, split, end).items():
+            if pk in project_ids:
+                found[pk] = found.get(pk, ZERO) + seconds
     return found
 
 

@@ -303,3 +303,43 @@ def test_occupancy_is_at_most_100_percent_while_a_draining_node_finishes_work():
     assert day.occupancy == 1 and day.occupancy_pct == 100
     day.allocated_known_gpu_seconds = Decimal(31 * 8 * 1800)
     assert day.occupancy == Decimal("0.5")
+
+
+def test_kept_ledger_per_project_follows_today_and_a_late_import(personas, yesterday):
+    """The utilization level's per-project ledger time keeps yesterday (final) and reads
+    today every time; a late import into yesterday gives the daily cache a new generation,
+    and the kept sums follow it. Yesterday allocated (charged + free): Detection 57,600,
+    Translation 36,000, Summaries 14,400 GPU-seconds."""
+    from governance.selectors.health_utilization import cluster_utilization
+    from governance.services.reports import usage_days_reopen
+
+    today = today_midnight()
+    AccountingCursor.objects.create(
+        cluster=personas.cluster, accounted_until=today + timedelta(hours=2)
+    )
+    assert usage_days_refresh(cluster=personas.cluster) >= 1
+
+    def ledger() -> dict[str, Decimal]:
+        use = cluster_utilization(
+            visibility=user_visibility(user=personas.org_admin),
+            cluster=personas.cluster,
+            start=yesterday,
+            end=today + timedelta(hours=2),
+            ledger_by_day={},
+        )
+        return {p.name: p.ledger_allocated_gpu_seconds for p in use.projects}
+
+    expected = {
+        "Detection": Decimal(57600),
+        "Translation": Decimal(36000),
+        "Summaries": Decimal(14400),
+    }
+    assert ledger() == expected
+    _a1, a2, b1, _b2 = personas.projects
+    hour_row(personas, a2, today + timedelta(hours=1), budgeted=1800)
+    assert ledger() == {**expected, a2.name: Decimal(1800)}
+    UsageHour.objects.filter(
+        cluster=personas.cluster, project=b1, hour=yesterday + timedelta(hours=12)
+    ).update(burst_gpu_seconds=Decimal(3600))
+    usage_days_reopen(cluster_id=personas.cluster.pk, since=yesterday.date())
+    assert ledger() == {**expected, a2.name: Decimal(1800), b1.name: Decimal(39600)}
