@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.services import ensure_running, required_services
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,13 +128,13 @@ def _celery_worker_process(django_db_setup, django_db_blocker):
     )  # fmt: skip
     from governance.celery import app
 
-    deadline = time.monotonic() + 60
-    ready = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        replies = app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=1)
-        if replies:
-            ready = True
-            break
+    # The ping waits up to a second for a reply: no pause between two pings.
+    ready = wait_until(
+        lambda: app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=1),
+        timeout=60,
+        interval=0,
+        stop_if=lambda: proc.poll() is not None,
+    )
     if not ready:
         proc.kill()
         pytest.fail(f"Celery worker did not start; see {log_path}:\n{log_path.read_text()[-2000:]}")
@@ -149,13 +149,7 @@ def _celery_worker_process(django_db_setup, django_db_blocker):
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.2):
     """Poll ``predicate`` until it returns a truthy value (work done by another process)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
+    return wait_until(predicate, timeout, interval)
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,10 @@ import glob
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from urllib.parse import urlparse
+
+from tests.waiting import wait_until
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,8 @@ def ensure_running(service: Service, wait_seconds: float = 30.0) -> str | None:
             f"{service.start_command}"
         )
     subprocess.run(service.start_command, shell=True, check=False, capture_output=True)
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if is_listening(service.host, service.port):
-            return None
-        time.sleep(0.5)
+    if wait_until(lambda: is_listening(service.host, service.port), wait_seconds, 0.5):
+        return None
     return (
         f"{service.name} is not reachable at {service.host}:{service.port} and starting it "
         f"failed. Start it by hand (as root): {service.start_command}"

@@ -18,39 +18,24 @@ narrow or change a local run.
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import socket
+import queue as queues
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from governance.models import Allocation, Cluster, Organization, Program, Project
 from scheduler.models import Workload
+from tests.bench.served import THREADS, WORKERS, Client, Gunicorn, percentile
 from tests.factories import UserFactory, researcher_of
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = int(os.environ.get("BENCH_SUBMIT_CLIENTS", "50"))
 SECONDS = float(os.environ.get("BENCH_SUBMIT_SECONDS", "60"))
-# The served configuration (governance/gunicorn_conf.py), unless these override it.
-WORKERS = os.environ.get("BENCH_GUNICORN_WORKERS", str((os.cpu_count() or 1) + 1))
-THREADS = os.environ.get("BENCH_GUNICORN_THREADS", "4")
 TARGET_PER_SECOND = 150
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_world(researchers: int = 10) -> tuple[list[str], list[int]]:
@@ -87,108 +72,6 @@ def build_world(researchers: int = 10) -> tuple[list[str], list[int]]:
         tokens.append(Token.objects.create(user=user).key)
         project_ids.append(project.pk)
     return tokens, project_ids
-
-
-def collect_static(env: dict) -> None:
-    """``manage.py collectstatic`` as the server's settings see it, when ``static/`` holds a
-    file newer than the collected manifest: with ``DEBUG=false`` every page names its static
-    files through the manifest, and a fresh clone has none (each page would be a 500).
-    Collecting and compressing takes about 20 s, so an up-to-date manifest is kept."""
-    manifest = ROOT / "var" / "staticfiles" / "staticfiles.json"
-    if manifest.exists():
-        collected = manifest.stat().st_mtime
-        if all(f.stat().st_mtime <= collected for f in (ROOT / "static").rglob("*") if f.is_file()):
-            return
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
-        cwd=ROOT, env=env, check=True,
-    )  # fmt: skip
-
-
-class Gunicorn:
-    """gunicorn serving the project on 127.0.0.1:<free port>, against the test database."""
-
-    def __init__(self, queue: str, secret_key: str | None = None) -> None:
-        self.port = free_port()
-        base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-        env = {
-            **os.environ,
-            "DATABASE_URL": f"{base}/{connection.settings_dict['NAME']}",
-            "DEBUG": "false",
-            "SECRET_KEY": secret_key or "bench-" + uuid.uuid4().hex * 2,
-            "SECURE_SSL_REDIRECT": "false",
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "DB_CONN_MAX_AGE": "60",
-            "CELERY_TASK_DEFAULT_QUEUE": queue,
-            "LOG_LEVEL": "WARNING",
-            "GUNICORN_BIND": f"127.0.0.1:{self.port}",
-            "GUNICORN_WORKERS": WORKERS,
-            "GUNICORN_THREADS": THREADS,
-        }
-        self.log_path = ROOT / "var" / f"bench-gunicorn-{self.port}.log"
-        self.log_path.parent.mkdir(exist_ok=True)
-        collect_static(env)
-        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "gunicorn", "-c", "python:governance.gunicorn_conf",
-                "governance.wsgi:application",
-            ],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.2)
-        self.stop()
-        raise AssertionError(f"gunicorn did not start:\n{self.log_path.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-class Client:
-    """One keep-alive connection submitting as one researcher."""
-
-    def __init__(self, port: int, token: str, project: int) -> None:
-        self.port, self.token, self.project = port, token, project
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        self.count = 0
-
-    def submit(self) -> tuple[float, int]:
-        """One submit; ``(seconds, status)`` with status 0 when no answer came."""
-        self.count += 1
-        body = json.dumps({
-            "project": self.project, "gpus": 1 + self.count % 8, "min_runtime_seconds": 1800,
-            "name": f"load-{self.count}", "launch_spec": {"command": ["python", "train.py"]},
-        })  # fmt: skip
-        headers = {"Authorization": f"Token {self.token}", "Content-Type": "application/json"}
-        began = time.perf_counter()
-        try:
-            self.conn.request("POST", "/api/workloads/", body, headers)
-            response = self.conn.getresponse()
-            response.read()
-            status = response.status
-        except (OSError, http.client.HTTPException):
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-            status = 0
-        return time.perf_counter() - began, status
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -271,69 +154,57 @@ OPEN_RATE = float(os.environ.get("BENCH_SUBMIT_RATE", "50"))
 OPEN_TARGET_P95 = 0.1
 
 
-@pytest.mark.django_db(transaction=True)
-def test_submit_api_open_loop_at_50_per_second(benchmark):
-    """Submits offered at a fixed 50 per second, whether or not earlier ones have answered
-    (an open loop, as independent users arrive), for ``BENCH_SUBMIT_SECONDS``.
+class OpenLoop:
+    """Submits offered at fixed slots (an open loop) by ``senders`` threads, each on its own
+    warmed keep-alive connection, and by the benchmark's probe on every tenth slot.
 
-    Each submit has its slot (start + k / rate); its latency counts from the slot, not from
-    when a connection was free, so a server that falls behind shows it (no coordinated
-    omission). 40 connections in threads serve the slots, each warmed first by one submit
-    that is not timed (a deployed server has answered before; a cold one spends its first
-    half second connecting and importing); the benchmark's own rounds are every tenth slot,
-    sent by the benchmark itself, and their median is printed. The p95 of all timed submits,
-    judged against 100 ms, is in extra_info and printed.
+    A submit's latency counts from its slot, not from when a connection was free: time spent
+    waiting for a free connection counts too.
     """
-    import queue as queues
 
-    import redis
-    from django.conf import settings
+    def __init__(self, port: int, tokens: list[str], projects: list[int], senders: int = 40):
+        self.port, self.tokens, self.projects = port, tokens, projects
+        self.slots: queues.Queue[float | None] = queues.Queue()
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+        self.codes: list[int] = []
+        self.warm_codes: list[int] = []
+        self.warmed = threading.Barrier(senders + 1, timeout=120)
+        self.threads = [
+            threading.Thread(target=self._send, args=(i,), daemon=True) for i in range(senders)
+        ]
+        self.probe = Client(port, tokens[0], projects[0])
+        self.probe_slot = 0.0
 
-    tokens, projects = build_world()
-    broker_queue = f"bench-submit-{uuid.uuid4().hex[:8]}"
-    server = Gunicorn(broker_queue)
-    slots: queues.Queue[float | None] = queues.Queue()
-    lock = threading.Lock()
-    latencies: list[float] = []
-    codes: list[int] = []
-    count = int(SECONDS * OPEN_RATE)
-    senders = 40
-    warmed = threading.Barrier(senders + 1, timeout=120)
-    warm_codes: list[int] = []
+    def record(self, seconds: float, status: int) -> None:
+        """One timed submit."""
+        with self.lock:
+            self.latencies.append(seconds)
+            self.codes.append(status)
 
-    def record(seconds: float, status: int) -> None:
-        with lock:
-            latencies.append(seconds)
-            codes.append(status)
-
-    def send(i: int) -> None:
-        client = Client(server.port, tokens[i % len(tokens)], projects[i % len(projects)])
-        warm_codes.append(client.submit()[1])
-        warmed.wait()
-        while (slot := slots.get()) is not None:
+    def _send(self, i: int) -> None:
+        client = Client(
+            self.port, self.tokens[i % len(self.tokens)], self.projects[i % len(self.projects)]
+        )
+        self.warm_codes.append(client.submit()[1])
+        self.warmed.wait()
+        while (slot := self.slots.get()) is not None:
             time.sleep(max(0.0, slot - time.perf_counter()))
             # From the slot: time spent waiting for a free connection counts too.
             late = max(0.0, time.perf_counter() - slot)
             seconds, status = client.submit()
-            record(late + seconds, status)
+            self.record(late + seconds, status)
 
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(senders)]
-    probe = Client(server.port, tokens[0], projects[0])
-    clock = {"slot": 0.0}
-
-    def wait_for_slot() -> None:
-        time.sleep(max(0.0, clock["slot"] - time.perf_counter()))
-
-    def probe_submit() -> None:
-        late = max(0.0, time.perf_counter() - clock["slot"])
-        seconds, status = probe.submit()
-        record(late + seconds, status)
-
-    try:
-        for thread in threads:
+    def start(self) -> None:
+        """Start the senders and wait until every connection, the probe's too, is warm."""
+        for thread in self.threads:
             thread.start()
-        warmed.wait()
-        warm_codes.append(probe.submit()[1])
+        self.warmed.wait()
+        self.warm_codes.append(self.probe.submit()[1])
+
+    def offer(self, count: int) -> tuple[float, list[float]]:
+        """Plan ``count`` slots from half a second from now: the senders' go to their queue
+        (then one end mark per sender); the start and the probe's slots (every tenth)."""
         start = time.perf_counter() + 0.5
         probe_slots = []
         for k in range(count):
@@ -341,24 +212,35 @@ def test_submit_api_open_loop_at_50_per_second(benchmark):
             if k % 10 == 0:
                 probe_slots.append(slot)
             else:
-                slots.put(slot)
-        for _ in threads:
-            slots.put(None)
+                self.slots.put(slot)
+        self.release()
+        return start, probe_slots
 
-        def next_probe() -> None:
-            clock["slot"] = probe_slots.pop(0)
-            wait_for_slot()
+    def wait_for_probe_slot(self, probe_slots: list[float]) -> None:
+        """The benchmark's setup: sleep until the probe's next slot."""
+        self.probe_slot = probe_slots.pop(0)
+        time.sleep(max(0.0, self.probe_slot - time.perf_counter()))
 
-        benchmark.pedantic(probe_submit, setup=next_probe, rounds=len(probe_slots), iterations=1)
-        for thread in threads:
+    def probe_submit(self) -> None:
+        """The benchmark's round: one submit by the probe, timed from its slot."""
+        late = max(0.0, time.perf_counter() - self.probe_slot)
+        seconds, status = self.probe.submit()
+        self.record(late + seconds, status)
+
+    def join(self) -> None:
+        """Wait for the senders to finish their slots."""
+        for thread in self.threads:
             thread.join(timeout=120)
-        elapsed = time.perf_counter() - start
-    finally:
-        for _ in threads:
-            slots.put(None)
-        server.stop()
-        redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(broker_queue)
 
+    def release(self) -> None:
+        """One end mark per sender: each stops once the slots before it are sent."""
+        for _ in self.threads:
+            self.slots.put(None)
+
+
+def report_open_loop(benchmark, loop: OpenLoop, elapsed: float) -> None:
+    """The open loop's figures in ``extra_info``, and printed."""
+    latencies, codes = loop.latencies, loop.codes
     errors = sum(1 for c in codes if c != 201)
     p95 = percentile(latencies, 0.95)
     benchmark.extra_info.update(
@@ -382,4 +264,44 @@ def test_submit_api_open_loop_at_50_per_second(benchmark):
         f"{benchmark.extra_info['p95_ms']} ms (target {OPEN_TARGET_P95 * 1000:.0f} ms), p99 "
         f"{benchmark.extra_info['p99_ms']} ms"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submit_api_open_loop_at_50_per_second(benchmark):
+    """Submits offered at a fixed 50 per second, whether or not earlier ones have answered
+    (an open loop, as independent users arrive), for ``BENCH_SUBMIT_SECONDS``.
+
+    Each submit has its slot (start + k / rate); its latency counts from the slot, not from
+    when a connection was free, so a server that falls behind shows it (no coordinated
+    omission). 40 connections in threads serve the slots, each warmed first by one submit
+    that is not timed (a deployed server has answered before; a cold one spends its first
+    half second connecting and importing); the benchmark's own rounds are every tenth slot,
+    sent by the benchmark itself, and their median is printed. The p95 of all timed submits,
+    judged against 100 ms, is in extra_info and printed.
+    """
+    import redis
+    from django.conf import settings
+
+    tokens, projects = build_world()
+    broker_queue = f"bench-submit-{uuid.uuid4().hex[:8]}"
+    server = Gunicorn(broker_queue)
+    loop = OpenLoop(server.port, tokens, projects)
+    try:
+        loop.start()
+        start, probe_slots = loop.offer(int(SECONDS * OPEN_RATE))
+        benchmark.pedantic(
+            loop.probe_submit,
+            setup=lambda: loop.wait_for_probe_slot(probe_slots),
+            rounds=len(probe_slots),
+            iterations=1,
+        )
+        loop.join()
+        elapsed = time.perf_counter() - start
+    finally:
+        loop.release()
+        server.stop()
+        redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(broker_queue)
+
+    report_open_loop(benchmark, loop, elapsed)
+    codes, warm_codes = loop.codes, loop.warm_codes
     assert Workload.objects.count() == sum(1 for c in [*codes, *warm_codes] if c == 201)

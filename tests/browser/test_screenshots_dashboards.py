@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import os
 import random
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from django.core.management import call_command
@@ -78,33 +79,68 @@ def _run(project, cluster, node, *, gpus, started, min_runtime, **fields) -> Run
     return run
 
 
-def build_usage(cluster: Cluster, admin) -> None:
-    """Ten days of hourly rollups, 32 nodes, a drain in progress and one finished."""
-    rng = random.Random(5)
+class Timeline(NamedTuple):
+    """The moments the made-up usage turns on."""
+
+    now: datetime
+    this_hour: datetime
+    first: datetime  # the first hour of usage, DAYS days before today's midnight
+    node_down: datetime  # n12 stopped answering
+    drain_done: datetime  # n20's drain began (finished three hours later)
+
+
+class Wanted(NamedTuple):
+    """One project's hour: its effective share, what it asked for, what ran, free-lane GPUs."""
+
+    share: Decimal
+    demand: int
+    ran: int
+    free: int
+
+
+def _timeline() -> Timeline:
     now = timezone.now().astimezone(UTC)
     this_hour = now.replace(minute=0, second=0, microsecond=0)
-    first = this_hour.replace(hour=0) - timedelta(days=DAYS)
+    return Timeline(
+        now=now,
+        this_hour=this_hour,
+        first=this_hour.replace(hour=0) - timedelta(days=DAYS),
+        node_down=this_hour - timedelta(days=2),
+        drain_done=this_hour - timedelta(hours=20),
+    )
+
+
+def _wanted(projects, shares, appetite, hour, first, rng: random.Random) -> dict[int, Wanted]:
+    """What each project wanted and ran in ``hour``, before scaling to the healthy GPUs."""
+    daily = 0.75 + 0.25 * math.sin(2 * math.pi * hour.hour / 24)
+    wanted = {}
+    for project in projects:
+        program_share = shares.get(("program", project.program_id), Decimal(0))
+        share = program_share * shares.get(("project", project.pk), Decimal(0)) / 10000
+        # Appetite drifts day by day so the fair-share order moves.
+        drift = 1 + 0.5 * math.sin((hour - first).days / 2 + project.pk)
+        demand = int(float(share) * 256 * appetite[project.pk] * drift * daily * 1.4)
+        ran = int(demand * rng.uniform(0.7, 1.0))
+        free = rng.choice([0, 0, 0, 2, 4])
+        wanted[project.pk] = Wanted(share, demand, ran, free)
+    return wanted
+
+
+def _usage_hours(
+    cluster: Cluster, projects, times: Timeline, rng: random.Random
+) -> list[UsageHour]:
+    """The hourly rollups from ``times.first`` to this hour, as accounting writes them."""
     allocations = [ShareRow.from_allocation(a) for a in Allocation.objects.filter(cluster=cluster)]
-    projects = list(Project.objects.filter(program__organization=cluster.organization))
     appetite = {p.pk: rng.uniform(0.4, 1.8) for p in projects}
-    node_down, drain_done = this_hour - timedelta(days=2), this_hour - timedelta(hours=20)
     rows = []
-    hour = first
-    while hour < this_hour:
+    hour = times.first
+    while hour < times.this_hour:
         # Shares in force that hour (the demo has an applied change in its history).
         shares = pick_shares(allocations, hour)
-        healthy = 256 - (8 if hour >= node_down else 0) - (8 if hour >= drain_done else 0)
-        daily = 0.75 + 0.25 * math.sin(2 * math.pi * hour.hour / 24)
-        wanted = {}
-        for project in projects:
-            program_share = shares.get(("program", project.program_id), Decimal(0))
-            share = program_share * shares.get(("project", project.pk), Decimal(0)) / 10000
-            # Appetite drifts day by day so the fair-share order moves.
-            drift = 1 + 0.5 * math.sin((hour - first).days / 2 + project.pk)
-            demand = int(float(share) * 256 * appetite[project.pk] * drift * daily * 1.4)
-            ran = int(demand * rng.uniform(0.7, 1.0))
-            free = rng.choice([0, 0, 0, 2, 4])
-            wanted[project.pk] = (share, demand, ran, free)
+        healthy = (
+            256 - (8 if hour >= times.node_down else 0) - (8 if hour >= times.drain_done else 0)
+        )
+        wanted = _wanted(projects, shares, appetite, hour, times.first, rng)
         # What ran never exceeds the healthy GPUs: scale everyone down when it would.
         total = sum(ran + free for _, _, ran, free in wanted.values())
         scale = min(1.0, healthy * 0.97 / total) if total else 1.0
@@ -125,25 +161,33 @@ def build_usage(cluster: Cluster, admin) -> None:
                 )
             )
         hour += timedelta(hours=1)
-    UsageHour.objects.bulk_create(rows, batch_size=2000)
+    return rows
 
+
+def _nodes(cluster: Cluster, admin, times: Timeline) -> dict[str, Node]:
+    """32 nodes: n12 down two days ago, n20 drained yesterday, n07 draining now."""
     nodes = {
         f"n{i:02d}": Node.objects.create(cluster=cluster, name=f"n{i:02d}", gpus=8)
         for i in range(32)
     }
     Node.objects.filter(pk=nodes["n12"].pk).update(
-        state=NodeState.DOWN, state_changed_at=node_down, state_reason="No heartbeat"
+        state=NodeState.DOWN, state_changed_at=times.node_down, state_reason="No heartbeat"
     )
     Node.objects.filter(pk=nodes["n20"].pk).update(
-        state=NodeState.DRAINED, state_changed_at=drain_done + timedelta(hours=3)
+        state=NodeState.DRAINED, state_changed_at=times.drain_done + timedelta(hours=3)
     )
     Node.objects.filter(pk=nodes["n07"].pk).update(
         state=NodeState.DRAINING,
-        state_changed_at=now - timedelta(hours=3),
+        state_changed_at=times.now - timedelta(hours=3),
         state_changed_by=admin,
         state_reason="ECC errors on GPU 3",
     )
-    busy = projects[0]
+    return nodes
+
+
+def _drain_runs(cluster: Cluster, busy: Project, nodes: dict[str, Node], times: Timeline) -> None:
+    """Two runs still on the draining n07; three runs the n20 drain stopped one by one."""
+    now, drain_done = times.now, times.drain_done
     _run(
         busy, cluster, nodes["n07"], gpus=4, started=now - timedelta(hours=5), min_runtime=8 * 3600
     )
@@ -161,10 +205,20 @@ def build_usage(cluster: Cluster, admin) -> None:
             ended_at=drain_done + timedelta(minutes=minutes + 1),
             end_reason=RunEndReason.DRAINED,
         )
-    AccountingCursor.objects.create(cluster=cluster, accounted_until=this_hour)
+
+
+def build_usage(cluster: Cluster, admin) -> None:
+    """Ten days of hourly rollups, 32 nodes, a drain in progress and one finished."""
+    rng = random.Random(5)
+    times = _timeline()
+    projects = list(Project.objects.filter(program__organization=cluster.organization))
+    UsageHour.objects.bulk_create(_usage_hours(cluster, projects, times, rng), batch_size=2000)
+    nodes = _nodes(cluster, admin, times)
+    _drain_runs(cluster, projects[0], nodes, times)
+    AccountingCursor.objects.create(cluster=cluster, accounted_until=times.this_hour)
     SchedulingCycle.objects.create(
         cluster=cluster,
-        started_at=drain_done + timedelta(hours=3),
+        started_at=times.drain_done + timedelta(hours=3),
         duration_seconds=0.2,
         policy="fairshare",
         drained_nodes=["n20"],

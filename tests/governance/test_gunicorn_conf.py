@@ -8,11 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.db import connection
+
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,20 +65,24 @@ def test_a_worker_started_with_it_serves_pages(tmp_path):
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
-            status = None
-            deadline = time.monotonic() + 60
-            while status is None and time.monotonic() < deadline and server.poll() is None:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                    conn.request("GET", "/accounts/login/", headers={"Host": "127.0.0.1"})
-                    status = conn.getresponse().status
-                except OSError:
-                    time.sleep(0.2)
+            status = wait_until(
+                lambda: _login_status(port), timeout=60, stop_if=lambda: server.poll() is not None
+            )
         finally:
             server.terminate()
             server.wait(timeout=30)
     assert status == 200, log.read_text()[-3000:]
     assert "Exception" not in log.read_text()
+
+
+def _login_status(port: int) -> int | None:
+    """The sign-in page's status code, or None while nothing answers on ``port``."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/accounts/login/", headers={"Host": "127.0.0.1"})
+        return conn.getresponse().status
+    except OSError:
+        return None
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "3.5", "٣"])

@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.core.exceptions import PermissionDenied
 
 from governance.selectors.usage import usage_by_tree_node, usage_timeseries
 from governance.selectors.visibility import user_visibility
@@ -137,9 +136,9 @@ def write_usage(
         )
 
 
-@pytest.fixture
-def scenario(personas):
-    """The module docstring's two hours, written to the ledger and rolled up."""
+def write_scenario(personas):
+    """The module docstring's two hours, written to the ledger and rolled up; the personas
+    with the unshared project added."""
     p, c = personas, personas.cluster
     unshared = ProjectFactory(program=p.program_b, name="Unshared", slug="unshared")
     rows = [
@@ -156,6 +155,12 @@ def scenario(personas):
     usage_rebuild(cluster=c)
     p.unshared = unshared
     return p
+
+
+@pytest.fixture
+def scenario(personas):
+    """The module docstring's two hours, written to the ledger and rolled up."""
+    return write_scenario(personas)
 
 
 def _rows(user, cluster, start=START, end=END):
@@ -297,46 +302,6 @@ def test_all_clusters_sum_per_cluster_minimums(scenario):
     assert detection.charged_gpu_seconds == 27 * H
     assert detection.owed_delivered_gpu_seconds == 23 * H
     assert detection.hourly_owed_delivered_gpu_seconds == 21 * H
-
-
-def test_timeseries_per_hour_for_a_program(scenario):
-    points = usage_timeseries(
-        visibility=user_visibility(user=scenario.program_manager),
-        cluster=scenario.cluster,
-        start=START,
-        end=END,
-        node=scenario.program_a,
-    )
-    assert [p.start for p in points] == [H0, H1]
-    assert [p.entitled_gpu_seconds for p in points] == [16 * H, 16 * H]
-    assert [p.owed_gpu_seconds for p in points] == [8 * H, 16 * H]
-    assert [p.delivered_gpu_seconds for p in points] == [6 * H, 15 * H]
-    assert [p.free_gpu_seconds for p in points] == [3 * H, 0]
-
-
-def test_timeseries_per_day_zero_fills_and_sums(scenario):
-    points = usage_timeseries(
-        visibility=user_visibility(user=scenario.finance),
-        cluster=scenario.cluster,
-        start=datetime(2026, 10, 4, tzinfo=UTC),
-        end=datetime(2026, 10, 6, tzinfo=UTC),
-        bucket="day",
-    )
-    assert [p.start.day for p in points] == [4, 5]
-    assert points[0].delivered_gpu_seconds == 0
-    assert points[1].delivered_gpu_seconds == 38 * H
-    assert points[1].owed_gpu_seconds == 37 * H
-
-
-def test_timeseries_of_a_node_outside_the_users_subtree_is_refused(scenario):
-    with pytest.raises(PermissionDenied):
-        usage_timeseries(
-            visibility=user_visibility(user=scenario.program_manager),
-            cluster=scenario.cluster,
-            start=START,
-            end=END,
-            node=scenario.program_b,
-        )
 
 
 def test_figures_are_the_same_from_the_daily_cache(scenario):

@@ -7,7 +7,6 @@ applies the approved request in the test database, and the test only observes th
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from decimal import Decimal
 
@@ -40,8 +39,7 @@ def test_real_worker_applies_due_approved_request_sent_through_redis(personas, c
     approval_approve(actor=personas.program_manager, approval_request=request)
     request.refresh_from_db()
     assert request.state == ApprovalState.APPROVED  # not due yet, so not applied
-    while timezone.now() <= effective_from:
-        time.sleep(0.2)
+    wait_for(lambda: timezone.now() > effective_from)
 
     allocations_apply_due.delay()
 

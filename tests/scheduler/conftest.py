@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ from governance.models import Allocation, Cluster, Organization, Program, Projec
 from scheduler.models import Node, Run, UsageRecord
 from tests.conftest import attach_daemon_log, tail_of
 from tests.factories import UserFactory
+from tests.waiting import wait_until
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -152,11 +152,13 @@ class LoopProcesses:
             ],
             extra,
         )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if f"{name}-{self.queue}@" in self.log(name) and " ready." in self.log(name):
-                return proc
-            time.sleep(0.2)
+        ready = wait_until(
+            lambda: f"{name}-{self.queue}@" in self.log(name) and " ready." in self.log(name),
+            timeout=60,
+            stop_if=lambda: proc.poll() is not None,
+        )
+        if ready:
+            return proc
         raise AssertionError(f"worker {name} did not start:\n{self.log(name)[-3000:]}")
 
     def start_beat(self) -> subprocess.Popen:

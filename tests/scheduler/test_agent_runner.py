@@ -19,15 +19,18 @@ from scheduler.agent.runner import (
     parse_gpu_indices,
     reap_orphans,
 )
+from tests.waiting import wait_until
 
 
 def wait_exits(runner: ProcessRunner, count: int = 1, timeout: float = 20.0):
     """Poll the runner until ``count`` processes have ended."""
     exits = []
-    deadline = time.monotonic() + timeout
-    while len(exits) < count and time.monotonic() < deadline:
-        exits += runner.poll()
-        time.sleep(0.05)
+
+    def enough() -> bool:
+        exits.extend(runner.poll())
+        return len(exits) >= count
+
+    wait_until(enough, timeout, 0.05)
     return exits
 
 
@@ -154,9 +157,7 @@ def test_stop_reaches_everything_the_command_spawned(runner, tmp_path):
     assert alive(child)
     runner.stop("g", grace_seconds=2)
     wait_exits(runner)
-    deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not alive(child), 5, 0.05)
     assert not alive(child)
 
 
@@ -254,9 +255,4 @@ def test_launch_spec_shapes():
 
 
 def _wait_file(path: Path, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return True
-        time.sleep(0.05)
-    return False
+    return bool(wait_until(lambda: path.exists() and path.read_text().strip(), timeout, 0.05))

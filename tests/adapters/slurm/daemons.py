@@ -14,11 +14,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from tests.waiting import wait_until
 
 SBIN = Path("/usr/sbin")
 DAEMONS = ("munged", "slurmdbd", "slurmctld", "slurmd")
@@ -57,6 +58,15 @@ def _mysql(sql: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=20,
     )
+
+
+def _reaped(pid: int) -> bool:
+    """Has our child ``pid`` ended (and been reaped)? Also True when it is no child of ours."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return bool(done)
 
 
 @dataclass
@@ -181,11 +191,8 @@ StorageLoc={self.database}
         self.pids[name] = proc.pid
 
     def _wait(self, what: str, predicate, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.25)
+        if wait_until(predicate, timeout, 0.25):
+            return
         logs = "\n".join(
             f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}"
             for p in sorted((self.root / "log").glob("*"))
@@ -253,16 +260,7 @@ StorageLoc={self.database}
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    done, _ = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if done:
-                    break
-                time.sleep(0.1)
-            else:
+            if not wait_until(lambda pid=pid: _reaped(pid), 10, 0.1):
                 try:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
@@ -321,25 +319,29 @@ def queue_state(cluster: SlurmTestCluster, job: str) -> tuple[str, int]:
 
 def wait_running(cluster: SlurmTestCluster, job: str, *, ran: int = 0, timeout: float = 40) -> None:
     """Wait until ``squeue`` shows the job RUNNING for at least ``ran`` seconds."""
-    deadline = time.monotonic() + timeout
     seen = ("", 0)
-    while time.monotonic() < deadline:
+
+    def running() -> bool:
+        nonlocal seen
         seen = queue_state(cluster, job)
-        if seen[0] == "RUNNING" and seen[1] >= ran:
-            return
-        time.sleep(0.2)
+        return seen[0] == "RUNNING" and seen[1] >= ran
+
+    if wait_until(running, timeout, 0.2):
+        return
     raise AssertionError(f"job {job} not running for {ran}s after {timeout}s (last: {seen})")
 
 
 def wait_state(cluster: SlurmTestCluster, job: str, states: set[str], timeout: float = 40) -> str:
     """Wait until ``sacct`` shows ``job`` in one of ``states``; the state."""
-    deadline = time.monotonic() + timeout
     state = ""
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
+        nonlocal state
         state = job_state(cluster, job)
-        if state in states:
-            return state
-        time.sleep(0.3)
+        return state in states
+
+    if wait_until(reached, timeout, 0.3):
+        return state
     raise AssertionError(f"job {job} not in {states} after {timeout}s (last: {state!r})")
 
 
@@ -360,8 +362,6 @@ def import_window_start(cluster: SlurmTestCluster, timeout: float = 10) -> str:
         if value[:1].isdigit()
     ]
     start = max(ends, default=datetime.min.replace(tzinfo=UTC)) + timedelta(seconds=1)
-    deadline = time.monotonic() + timeout
-    while datetime.now(UTC) < start and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: datetime.now(UTC) >= start, timeout, 0.05)
     now = datetime.now(UTC).replace(microsecond=0)
     return max(now, start).isoformat()
