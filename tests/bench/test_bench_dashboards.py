@@ -94,7 +94,7 @@ def admin_client(history, db) -> Client:
 def served(history, django_db_blocker):
     """gunicorn with the served configuration on the test database, and the session cookie
     of the org admin signed in (made with gunicorn's secret key, committed so it sees it)."""
-    from tests.bench.test_bench_submit_load import Gunicorn
+    from tests.bench.served import Gunicorn
 
     key = "bench-" + uuid.uuid4().hex * 2
     with django_db_blocker.unblock(), override_settings(SECRET_KEY=key):
