@@ -28,7 +28,8 @@ from django.utils import timezone
 
 from governance.models import Cluster, Program, Project, UsageDay
 from governance.selectors.tree import ShareRow, pick_shares, share_rows
-from governance.selectors.usage import first_accounted_hour, kept_while_final, usage_sources
+from governance.selectors.usage import first_accounted_hour
+from governance.selectors.usage_sources import kept_while_final, usage_sources
 from scheduler.engine.fairtree import BudgetTree, Ranking
 from scheduler.models import UsageHour
 from scheduler.selectors.budget import ClusterBudget, TreeRows, budget_from

@@ -2,7 +2,7 @@
 
 Read from the usage rollups (closed days from the daily cache ``governance.models.UsageDay``,
 the rest from the hourly ``scheduler.models.UsageHour``, split by
-``governance.selectors.usage.usage_sources``), the share history and the live node states;
+``governance.selectors.usage_sources.usage_sources``), the share history and the live node states;
 no ledger scans. Per UTC day of a period:
 
 - **availability** = healthy GPU-seconds ÷ (GPUs x seconds). The rollups do not store
@@ -42,7 +42,7 @@ from django.utils import timezone
 
 from governance.models import Cluster, UsageDay
 from governance.selectors.tree import ShareRow, pick_shares, share_rows
-from governance.selectors.usage import kept_while_final, usage_sources
+from governance.selectors.usage_sources import kept_while_final, usage_sources
 from scheduler.choices import NodeState, RunEndReason
 from scheduler.models import AccountingCursor, Node, RunNode, SchedulingCycle, UsageHour
 from scheduler.selectors.protection import drain_due_at
