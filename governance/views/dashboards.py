@@ -11,6 +11,7 @@ cannot see is a 404. Periods are whole UTC days (the rollup is kept per UTC hour
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -69,12 +70,27 @@ class _Page(NamedTuple):
     context: dict
 
 
-def _page(request: HttpRequest, page: str, choices: dict, *, default_period: str = "7d") -> _Page:
-    """The visibility, the filters and the context (the filters, the page's ``choices``
-    and its name) of the dashboard ``page``."""
-    vis = visibility_of(request)
-    filters = read_filters(request, default_period=default_period)
-    return _Page(vis, filters, {"filters": filters, **choices, "page": page})
+def _dashboard(page: str, choices: dict, *, default_period: str = "7d"):
+    """A dashboard view: signed in, GET or HEAD only. The wrapped ``view(request, started)``
+    runs once a cluster is chosen, with the visibility, the filters and the context so far
+    (the filters, the page's ``choices`` and its name); with no cluster to show the page's
+    template renders with the filters alone."""
+
+    def wrap(view):
+        @login_required
+        @require_safe
+        @functools.wraps(view)
+        def dashboard(request: HttpRequest) -> HttpResponse:
+            vis = visibility_of(request)
+            filters = read_filters(request, default_period=default_period)
+            context = {"filters": filters, **choices, "page": page}
+            if filters.cluster is None:
+                return render(request, f"dashboards/{page}.html", context)
+            return view(request, _Page(vis, filters, context))
+
+        return dashboard
+
+    return wrap
 
 
 class _SeriesSpan(NamedTuple):
@@ -134,13 +150,10 @@ def _delivery_focus(request: HttpRequest, rows: list[UsageRow]) -> _Focus:
     return _Focus(focus, teams, top)
 
 
-@login_required
-@require_safe
-def delivery(request: HttpRequest) -> HttpResponse:
+@_dashboard("delivery", {"periods": PERIODS})
+def delivery(request: HttpRequest, started: _Page) -> HttpResponse:
     """Owed vs delivered: every node the user wholly sees, a bar per team, a time series."""
-    vis, filters, context = _page(request, "delivery", {"periods": PERIODS})
-    if filters.cluster is None:
-        return render(request, "dashboards/delivery.html", context)
+    vis, filters, context = started
     period = filters.period
     rows = usage_by_tree_node(
         visibility=vis, cluster=filters.cluster, start=period.start, end=period.end
@@ -195,13 +208,10 @@ def delivery(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboards/delivery.html", context)
 
 
-@login_required
-@require_safe
-def fairshare(request: HttpRequest) -> HttpResponse:
+@_dashboard("fairshare", {"history_days": HISTORY_DAYS})
+def fairshare(request: HttpRequest, started: _Page) -> HttpResponse:
     """Why the queue is ordered this way: the engine's Fair Tree ranking, now and per day."""
-    vis, filters, context = _page(request, "fairshare", {"history_days": HISTORY_DAYS})
-    if filters.cluster is None:
-        return render(request, "dashboards/fairshare.html", context)
+    vis, filters, context = started
     view = fairshare_ranking(visibility=vis, cluster=filters.cluster, days=filters.days)
     parents = [row for row in view.rows if row.kind != "project" and view.children_of(row.key)]
     chart_key = None
@@ -238,14 +248,11 @@ def fairshare(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboards/fairshare.html", context)
 
 
-@login_required
-@require_safe
-def health(request: HttpRequest) -> HttpResponse:
+@_dashboard("health", {"periods": PERIODS}, default_period="30d")
+def health(request: HttpRequest, started: _Page) -> HttpResponse:
     """Cluster health: availability, occupancy, impact and utilization per day; utilization
     per project and the runs marked idle; nodes and drains now."""
-    vis, filters, context = _page(request, "health", {"periods": PERIODS}, default_period="30d")
-    if filters.cluster is None:
-        return render(request, "dashboards/health.html", context)
+    vis, filters, context = started
     report = cluster_health(
         visibility=vis,
         cluster=filters.cluster,
