@@ -248,14 +248,15 @@ def _add_hourly_days(
 
 def _measure(
     days: dict[datetime, HealthDay],
-    period: tuple[datetime, datetime],
+    start: datetime,
+    end: datetime,
     gpus: int,
     measured_from: datetime | None,
     measured_until: datetime,
 ) -> None:
     """Set the known hours and capacity of each day with any entitlement: its seconds in
-    ``period`` from ``measured_from`` up to ``measured_until``."""
-    start, end = period
+    ``[start, end)`` from ``measured_from`` (None: the period's start) up to
+    ``measured_until``."""
     for at, day in days.items():
         if not day.entitled_seen:
             continue  # nothing budgeted or nothing accounted: health unknown that day
@@ -302,7 +303,7 @@ def _pyramid_days(
         _add_cached_days(days, day_q, steps)
     if hour_q is not None:
         _add_hourly_days(days, hour_q, steps, measured_from, measured_until)
-    _measure(days, (start, end), gpus, measured_from, measured_until)
+    _measure(days, start, end, gpus, measured_from, measured_until)
     return list(days.values())
 
 
