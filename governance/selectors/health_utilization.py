@@ -24,7 +24,7 @@ from django.db.models import F, Sum
 
 from governance.models import Cluster, UsageDay
 from governance.selectors.telemetry import Telemetry, telemetry_days_and_projects
-from governance.selectors.usage import kept_while_final, usage_sources
+from governance.selectors.usage_sources import kept_while_final, usage_sources
 from scheduler.models import Run, UsageHour
 
 ZERO = Decimal("0")

@@ -17,32 +17,28 @@ the charged time above, not in addition to it: idle time is charged like any oth
 from __future__ import annotations
 
 import calendar
-import itertools
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import NamedTuple
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
-from django.db.models.functions import TruncMonth
 
-from governance.models import Cluster, CostRate, Organization, Program, Project, UsageDay
-from governance.selectors.telemetry import telemetry_sums
-from governance.selectors.usage import (
-    add_sums,
-    kept_while_final,
-    usage_sources,
-    whole_organization_ids,
+from governance.models import Cluster, Organization, Program, Project
+from governance.selectors.reports_costing import (
+    RateSegment,
+    as_instant,
+    kept_monthly_sums,
+    rate_segments,
 )
-from scheduler.models import UsageHour
+from governance.selectors.telemetry import telemetry_sums
+from governance.selectors.usage_scope import whole_organization_ids
 
 ZERO = Decimal("0")
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal("3600")
 LEVELS = ("organization", "program", "project")
 MAX_DAYS = 3 * 366
-
-_DEC = DecimalField(max_digits=40, decimal_places=10)
 
 
 @dataclass
@@ -151,90 +147,6 @@ def report_period_of_month(month: date) -> tuple[date, date]:
     return first, first.replace(day=calendar.monthrange(first.year, first.month)[1])
 
 
-def _as_instant(day: date) -> datetime:
-    return datetime.combine(day, time.min, tzinfo=UTC)
-
-
-def _rate_segments(
-    gpu_types: set[str], start: datetime, end: datetime
-) -> dict[str, list[tuple[datetime, datetime, Decimal, str]]]:
-    """Per GPU type, the intervals of ``[start, end)`` with the rate (and currency) in force.
-
-    Same rule as allocations: the newest row (latest ``valid_from``, then id) whose window
-    covers the instant. Intervals with no rate are left out.
-    """
-    rates = list(
-        CostRate.objects.filter(gpu_type__in=gpu_types, valid_from__lt=end)
-        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
-        .order_by("valid_from", "id")
-    )
-    segments: dict[str, list] = {}
-    for gpu_type in gpu_types:
-        mine = [r for r in rates if r.gpu_type == gpu_type]
-        cuts = {start, end}
-        for r in mine:
-            for t in (r.valid_from, r.valid_to):
-                if t is not None and start < t < end:
-                    cuts.add(t)
-        ordered = sorted(cuts)
-        for a, b in itertools.pairwise(ordered):
-            covering = [
-                r for r in mine if r.valid_from <= a and (r.valid_to is None or a < r.valid_to)
-            ]
-            if not covering:
-                continue
-            best = max(covering, key=lambda r: (r.valid_from, r.pk))
-            found = segments.setdefault(gpu_type, [])
-            if (
-                found
-                and found[-1][1] == a
-                and found[-1][2:]
-                == (
-                    best.rate_per_gpu_hour,
-                    best.currency,
-                )
-            ):
-                found[-1] = (found[-1][0], b, best.rate_per_gpu_hour, best.currency)
-            else:
-                found.append((a, b, best.rate_per_gpu_hour, best.currency))
-    return segments
-
-
-def _rate_expression(clusters: list[Cluster], segments: dict, *, daily: bool) -> Case | Value:
-    """SQL: the rate in force for a rollup row (by its cluster and hour), NULL when none.
-
-    ``daily``: for ``UsageDay`` rows, whose days lie wholly inside one segment (days where
-    a rate changes mid-day are read hour by hour).
-    """
-    whens = []
-    for cluster in clusters:
-        for a, b, rate, _currency in segments.get(cluster.gpu_type, []):
-            if daily:
-                condition = {"day__gte": _day_on_or_after(a), "day__lt": b.date()}
-            else:
-                condition = {"hour__gte": a, "hour__lt": b}
-            whens.append(When(cluster_id=cluster.pk, then=Value(rate), **condition))
-    if not whens:
-        return Value(None, output_field=_DEC)
-    return Case(*whens, default=Value(None), output_field=_DEC)
-
-
-def _day_on_or_after(at: datetime) -> date:
-    day = at.date()
-    return day if at == _as_instant(day) else day + timedelta(days=1)
-
-
-def _split_days(clusters: list[Cluster], segments: dict) -> dict[int, set[date]]:
-    """Days on which a cluster's rate changes other than at midnight (read hour by hour)."""
-    found: dict[int, set[date]] = {}
-    for cluster in clusters:
-        for a, b, _rate, _currency in segments.get(cluster.gpu_type, []):
-            for t in (a, b):
-                if t != _as_instant(t.date()):
-                    found.setdefault(cluster.pk, set()).add(t.date())
-    return found
-
-
 def report_validate_period(*, start: date | None, end: date | None) -> None:
     """Refuse a period that is empty, reversed or longer than three years (names the field)."""
     if start is None:
@@ -273,14 +185,36 @@ def usage_report(
         raise ValidationError({"level": [f"Must be one of {', '.join(LEVELS)}."]})
     report_validate_period(start=start, end=end)
     clusters, projects = _report_scope(visibility, cluster, program)
-    begin, finish = _as_instant(start), _as_instant(end + timedelta(days=1))
-    segments = _rate_segments({c.gpu_type for c in clusters}, begin, finish)
-    currencies = {s[3] for segs in segments.values() for s in segs}
-    currency = None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
-    sums = _kept_monthly_sums(clusters, projects, segments, begin, finish)
+    begin, finish = as_instant(start), as_instant(end + timedelta(days=1))
+    segments = rate_segments({c.gpu_type for c in clusters}, begin, finish)
+    currency = _currency_of(segments)
+    sums = kept_monthly_sums(clusters, projects, segments, begin, finish)
     leaf_rows = _leaf_rows(sums, projects, clusters, currency, start, end)
     _add_telemetry(leaf_rows, clusters, projects, begin, finish)
     rows = _roll_up(leaf_rows, level=level, projects=projects)
+    totals = _totals(rows, start, end, cluster)
+    warnings = _report_warnings(currency, totals)
+    return UsageReport(
+        start=start,
+        end=end,
+        level=level,
+        cluster=cluster,
+        program=program,
+        rows=rows,
+        totals=totals,
+        currency=currency,
+        warnings=warnings,
+    )
+
+
+def _currency_of(segments: dict[str, list[RateSegment]]) -> str | None:
+    """The rates' one currency, ``"mixed"`` when they use several, None with no rate."""
+    currencies = {s.currency for segs in segments.values() for s in segs}
+    return None if not currencies else (currencies.pop() if len(currencies) == 1 else "mixed")
+
+
+def _totals(rows: list[ReportRow], start: date, end: date, cluster: Cluster | None) -> ReportRow:
+    """The report's totals: the sum of its rows."""
     totals = ReportRow(
         period_start=start,
         period_end=end,
@@ -296,23 +230,17 @@ def usage_report(
     )
     for row in rows:
         totals.add(row)
-    warnings = _report_warnings(currency, totals)
-    return UsageReport(
-        start=start,
-        end=end,
-        level=level,
-        cluster=cluster,
-        program=program,
-        rows=rows,
-        totals=totals,
-        currency=currency,
-        warnings=warnings,
-    )
+    return totals
 
 
-def _report_scope(
-    visibility, cluster: Cluster | None, program: Program | None
-) -> tuple[list[Cluster], dict[int, Project]]:
+class _Scope(NamedTuple):
+    """The clusters a report covers (by organization and name) and its projects by id."""
+
+    clusters: list[Cluster]
+    projects: dict[int, Project]
+
+
+def _report_scope(visibility, cluster: Cluster | None, program: Program | None) -> _Scope:
     """The clusters and projects a report covers: the user's whole organizations, narrowed to
     ``cluster`` and ``program``; ``PermissionDenied`` for one outside them."""
     org_ids = whole_organization_ids(visibility)
@@ -329,74 +257,7 @@ def _report_scope(
             raise PermissionDenied("You cannot see this program's usage.")
         projects = projects.filter(program_id=program.pk)
     projects = {p.pk: p for p in projects.select_related("program__organization").order_by("id")}
-
-    return clusters, projects
-
-
-def _kept_monthly_sums(
-    clusters: list[Cluster], projects: dict[int, Project], segments, begin, finish
-) -> dict[tuple, dict]:
-    """``_monthly_sums``, kept while all the usage they read is final (``kept_while_final``:
-    a month that is over, once accounting has passed it): the month's bill is then the same
-    on every read, and its grouped query over the daily cache is most of the page."""
-    return kept_while_final(
-        "reports:monthly-sums",
-        cluster_ids=[c.pk for c in clusters],
-        end=finish,
-        inputs=(begin, finish, sorted(projects), sorted(segments.items())),
-        make=lambda: _monthly_sums(clusters, projects, segments, begin, finish),
-    )
-
-
-def _monthly_sums(
-    clusters: list[Cluster], projects: dict[int, Project], segments, begin, finish
-) -> dict[tuple, dict]:
-    """GPU-seconds (budgeted, burst, free, uncosted) and their rated cost per (month, project,
-    cluster), from whole days in the daily cache and hours from the hourly rollup."""
-    day_q, hour_q = usage_sources(
-        cluster_ids=[c.pk for c in clusters],
-        start=begin,
-        end=finish,
-        split_days=_split_days(clusters, segments),
-    )
-    total = F("budgeted_gpu_seconds") + F("burst_gpu_seconds") + F("free_gpu_seconds")
-    sums: dict[tuple, dict] = {}
-    for model, where, month, daily in (
-        (UsageDay, day_q, TruncMonth("day"), True),
-        (UsageHour, hour_q, TruncMonth("hour", tzinfo=UTC), False),
-    ):
-        if where is None:
-            continue
-        rows = (
-            model.objects.filter(where, project_id__in=list(projects))
-            .annotate(month=month, rate=_rate_expression(clusters, segments, daily=daily))
-            .order_by()
-            .values("month", "project_id", "cluster_id")
-            .annotate(
-                budgeted=Sum("budgeted_gpu_seconds"),
-                burst=Sum("burst_gpu_seconds"),
-                free=Sum("free_gpu_seconds"),
-                rated=Sum(total * F("rate"), output_field=_DEC),
-                uncosted=Sum(
-                    Case(
-                        When(rate__isnull=True, then=total),
-                        default=Value(ZERO),
-                        output_field=_DEC,
-                    )
-                ),
-            )
-        )
-        for item in rows:
-            month_start = item.pop("month")
-            if isinstance(month_start, datetime):
-                month_start = month_start.astimezone(UTC).date()
-            key = (month_start, item.pop("project_id"), item.pop("cluster_id"))
-            rated = item.pop("rated")
-            add_sums(sums.setdefault(key, {}), item)
-            if rated is not None:
-                target = sums[key]
-                target["rated"] = (target.get("rated") or ZERO) + rated
-    return sums
+    return _Scope(clusters, projects)
 
 
 def _leaf_rows(

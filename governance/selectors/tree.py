@@ -52,6 +52,29 @@ class ShareRow:
             order=(0, allocation.pk),
         )
 
+    @classmethod
+    def from_values(
+        cls,
+        pk: int,
+        program_id: int | None,
+        project_id: int | None,
+        percent: Decimal,
+        valid_from: datetime,
+        valid_to: datetime | None,
+    ) -> ShareRow:
+        """The stored row from its ``SHARE_COLUMNS`` (plain values: no model instance)."""
+        return cls(
+            node=("program", program_id) if program_id else ("project", project_id),
+            percent=percent,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            order=(0, pk),
+        )
+
+
+# The columns of an ``Allocation`` that ``ShareRow.from_values`` takes, in its order.
+SHARE_COLUMNS = ("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
+
 
 def node_key(node: Program | Project) -> tuple[str, int]:
     """A hashable key of a program or project that cannot confuse the two kinds."""
@@ -74,16 +97,8 @@ def share_rows(*, cluster: Cluster) -> list[ShareRow]:
     """Every stored share row of ``cluster``, as the effective-dating rule sees them. One
     query; ``pick_shares(rows, t)`` is then ``shares_at`` at any instant t without another."""
     return [
-        ShareRow(
-            node=("program", program_id) if program_id else ("project", project_id),
-            percent=percent,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            order=(0, pk),
-        )
-        for pk, program_id, project_id, percent, valid_from, valid_to in Allocation.objects.filter(
-            cluster=cluster
-        ).values_list("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
+        ShareRow.from_values(*values)
+        for values in Allocation.objects.filter(cluster=cluster).values_list(*SHARE_COLUMNS)
     ]
 
 
@@ -116,21 +131,9 @@ def shares_at(*, cluster: Cluster, at: datetime | None = None) -> dict[tuple[str
     rows = (
         Allocation.objects.filter(cluster=cluster, valid_from__lte=at)
         .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=at))
-        .values_list("id", "program_id", "project_id", "percent", "valid_from", "valid_to")
+        .values_list(*SHARE_COLUMNS)
     )  # plain rows: the live cycle and the fair-share page read this for every node
-    return pick_shares(
-        (
-            ShareRow(
-                node=("program", program_id) if program_id else ("project", project_id),
-                percent=percent,
-                valid_from=valid_from,
-                valid_to=valid_to,
-                order=(0, pk),
-            )
-            for pk, program_id, project_id, percent, valid_from, valid_to in rows
-        ),
-        at,
-    )
+    return pick_shares((ShareRow.from_values(*values) for values in rows), at)
 
 
 def children_of(*, parent: Organization | Program) -> list[Program | Project]:

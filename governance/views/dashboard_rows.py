@@ -45,7 +45,7 @@ def _tr(row, classes: str) -> str:
 
 
 def delivery_row_html(line, *, focus_key) -> SafeString:
-    """One row of owed vs delivered (``views.dashboards.DeliveryLine``)."""
+    """One row of owed vs delivered (``views.dashboard_lines.DeliveryLine``)."""
     row = line.row
     classes = f"level-{int(row.depth)}" + (" is-focus" if focus_key == row.key else "")
     if line.delivery:
@@ -69,7 +69,7 @@ def delivery_row_html(line, *, focus_key) -> SafeString:
 
 
 def rank_row_html(line, *, focus_key, days: int) -> SafeString:
-    """One row of the fair-share ranking (``views.dashboards.RankLine``); ``days`` is the
+    """One row of the fair-share ranking (``views.dashboard_lines.RankLine``); ``days`` is the
     history the rank change is counted over."""
     row = line.row
     classes = (
