@@ -68,29 +68,6 @@ def _engine_scheduler(nodes, budget_root, policy: str, params, incremental: bool
     )
 
 
-def replay(
-    trace: Trace,
-    budgets: Budget | None,
-    config: ReplayConfig,
-    *,
-    scheduler_factory: SchedulerFactory | None = None,
-    budget_changes: Sequence[tuple[float, Budget | None]] = (),
-    prior_usage: Mapping[str, Sequence[float]] | None = None,
-) -> ReplayResult:
-    """Replay ``trace`` (see ``_replay``); the collector's freeze is undone however it ends."""
-    try:
-        return _replay(
-            trace,
-            budgets,
-            config,
-            scheduler_factory=scheduler_factory,
-            budget_changes=budget_changes,
-            prior_usage=prior_usage,
-        )
-    finally:
-        gc.unfreeze()
-
-
 def _admit(trace: Trace, config: ReplayConfig) -> AdmittedJobs:
     """One record and one engine workload per job that fits the cluster, with its contract."""
     from scheduler.engine import PolicyParams, Workload
@@ -161,7 +138,7 @@ def _start_cluster(
     return Cluster(sched, node_index)
 
 
-def _replay(
+def replay(
     trace: Trace,
     budgets: Budget | None,
     config: ReplayConfig,
@@ -182,40 +159,46 @@ def _replay(
     ``shares`` and the owed figures of the result follow ``budgets``, the tree at the start.
     ``prior_usage``: charged GPU-seconds per project in each hour before the trace's first
     hour (``UsageLedger``'s ``prior``), so the replay starts from a real usage window.
+    The collector's freeze is undone however it ends.
     """
-    config.validate()
-    wall0 = time.perf_counter()
-    admitted = _admit(trace, config)
-    # The trace and its records live until the end: kept out of the collector's passes,
-    # which would otherwise walk every one of them again and again (decisions unchanged).
-    gc.freeze()
-    cluster = _start_cluster(config, budgets, scheduler_factory)
-    ledger = UsageLedger(trace.projects, trace.start, config.window_seconds, prior_usage)
-    shares = budgets.effective_shares() if budgets else {}
-    changes = sorted(budget_changes, key=lambda c: c[0])
-    loop = EventLoop(config, admitted, cluster, ledger, changes)
-    now = loop.run(trace.start)
+    try:
+        config.validate()
+        wall0 = time.perf_counter()
+        admitted = _admit(trace, config)
+        # The trace and its records live until the end: kept out of the collector's passes,
+        # which would otherwise walk every one of them again and again (decisions unchanged).
+        gc.freeze()
+        cluster = _start_cluster(config, budgets, scheduler_factory)
+        ledger = UsageLedger(trace.projects, trace.start, config.window_seconds, prior_usage)
+        shares = budgets.effective_shares() if budgets else {}
+        changes = sorted(budget_changes, key=lambda c: c[0])
+        loop = EventLoop(config, admitted, cluster, ledger, changes)
+        now = loop.run(trace.start)
 
-    ledger.close(now)
-    jobs = admitted.jobs
-    preemptions = loop.preemptions
-    end_time = max(
-        [trace.start] + [r.end for r in jobs if r.end is not None] + [p.time for p in preemptions]
-    )
-    return ReplayResult(
-        config=config,
-        policy=config.policy,
-        shares=shares,
-        jobs=jobs,
-        skipped=admitted.skipped,
-        runs=loop.runs,
-        preemptions=preemptions,
-        ledger=ledger,
-        start_time=trace.start,
-        last_submit=trace.last_submit,
-        end_time=end_time,
-        wall_seconds=time.perf_counter() - wall0,
-        cycles=loop.cycles,
-        tick_cycles=loop.tick_cycles,
-        duplicates=trace.duplicates,
-    )
+        ledger.close(now)
+        jobs = admitted.jobs
+        preemptions = loop.preemptions
+        end_time = max(
+            [trace.start]
+            + [r.end for r in jobs if r.end is not None]
+            + [p.time for p in preemptions]
+        )
+        return ReplayResult(
+            config=config,
+            policy=config.policy,
+            shares=shares,
+            jobs=jobs,
+            skipped=admitted.skipped,
+            runs=loop.runs,
+            preemptions=preemptions,
+            ledger=ledger,
+            start_time=trace.start,
+            last_submit=trace.last_submit,
+            end_time=end_time,
+            wall_seconds=time.perf_counter() - wall0,
+            cycles=loop.cycles,
+            tick_cycles=loop.tick_cycles,
+            duplicates=trace.duplicates,
+        )
+    finally:
+        gc.unfreeze()
