@@ -28,7 +28,7 @@ GROUP = "scheduler.engine.native_lib"
 NOT_COMPILED = {"__init__.py", "native.py"}
 
 #: The simulator's modules on the replay's hot path (the rest reads files and writes reports).
-SIMULATOR_MODULES = ("replay.py", "ledger.py", "contract.py")
+SIMULATOR_MODULES = ("replay.py", "replay_loop.py", "replay_records.py", "ledger.py", "contract.py")
 
 
 def sources() -> list[Path]:

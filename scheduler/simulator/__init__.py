@@ -3,8 +3,10 @@
 Pure Python (no Django), so the ``simulate`` command and a browser page can share it.
 Modules: ``traces`` (load and validate traces), ``budgets`` (budget trees), ``contract``
 (default minimum runtime and resumability), ``ledger`` (hourly accounting and the usage
-window), ``replay`` (the event loop), ``metrics`` (owed, delivered, waits…), ``timeline``
-(Plotly figures), ``report`` (comparison runs, metrics.json, the table), ``durations``.
+window), ``replay`` (a replay from trace to result: ``replay_loop`` the event loop,
+``replay_records`` the configuration, job records and result), ``metrics`` (owed,
+delivered, waits…), ``timeline`` (Plotly figures), ``report`` (comparison runs,
+metrics.json, the table), ``durations``.
 The replay's hot modules load from the native build when there is one (``scheduler.engine.native``).
 """
 

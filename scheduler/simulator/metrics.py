@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from scheduler.simulator.ledger import HOUR
 from scheduler.simulator.replay import ReplayResult
@@ -104,124 +106,169 @@ def compute_metrics(result: ReplayResult) -> dict:
     return metrics
 
 
-def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) -> dict:
-    """Figures over [start of the replay, ``period_end``]."""
+@dataclass
+class _JobFigures:
+    """What the jobs submitted in a period say: counts, waits and idle GPU time."""
+
+    jobs_by_project: dict[str, int]
+    waits_by_project: dict[str, list[float]]
+    idle_by_project: dict[str, float]
+    all_waits: list[float] = field(default_factory=list)
+    debug_waits: list[float] = field(default_factory=list)
+    other_waits: list[float] = field(default_factory=list)
+    requeue_waits: list[float] = field(default_factory=list)
+
+
+class _Oversubscribed(NamedTuple):
+    """The hours in which demand reached the cluster's size, and their GPU time."""
+
+    hours: list[int]
+    used: float
+    healthy: float
+
+
+@dataclass
+class _TeamTotals:
+    """Sums over every team of a period (GPU-seconds)."""
+
+    owed: float = 0.0
+    delivered: float = 0.0  # Σ min(charged, owed)
+    hourly_delivered: float = 0.0  # Σ over hours of min(charged_h, owed_h)
+    used: float = 0.0
+    free: float = 0.0
+    burst: float = 0.0
+
+
+def _hour_spans(result: ReplayResult, period_end: float) -> list[float]:
+    """Seconds of each ledger hour inside [start of the replay, ``period_end``]."""
     ledger = result.ledger
-    gpus = result.config.gpus
-    start = result.start_time
     spans: list[float] = []
     for h in range(ledger.hours):
         if h > 0 and ledger.hour_start(h) >= period_end:
             break
-        lo = max(ledger.hour_start(h), start)
+        lo = max(ledger.hour_start(h), result.start_time)
         hi = min(ledger.hour_start(h) + HOUR, period_end)
         spans.append(max(0.0, hi - lo))
-    hours = len(spans)
-    healthy = gpus * sum(spans)
-    # Hours in which the teams together asked for at least the whole cluster: there,
-    # anything short of full occupancy is the scheduler's doing (fragmentation, holds,
-    # gangs), not a lack of work. Ai2's 98 % is quoted at 2-3x over-demand.
+    return spans
+
+
+def _oversubscription(result: ReplayResult, spans: list[float]) -> _Oversubscribed:
+    """Hours in which the teams together asked for at least the whole cluster: there,
+    anything short of full occupancy is the scheduler's doing (fragmentation, holds,
+    gangs), not a lack of work. Ai2's 98 % is quoted at 2-3x over-demand."""
+    ledger = result.ledger
+    gpus = result.config.gpus
     n_proj = len(ledger.projects)
     over_hours = [
         h
-        for h in range(hours)
+        for h in range(len(spans))
         if spans[h] > 0
         and sum(ledger.demand[i][h] for i in range(n_proj)) >= gpus * spans[h] - 1e-6
     ]
     over_used = sum(
         ledger.charged[i][h] + ledger.free[i][h] for h in over_hours for i in range(n_proj)
     )
-    over_healthy = gpus * sum(spans[h] for h in over_hours)
+    return _Oversubscribed(over_hours, over_used, gpus * sum(spans[h] for h in over_hours))
 
-    teams = []
-    sum_owed = sum_min = sum_hourly_min = 0.0
-    used = free_total = burst_total = 0.0
-    waits_by_project: dict[str, list[float]] = {p: [] for p in ledger.projects}
-    jobs_by_project: dict[str, int] = dict.fromkeys(ledger.projects, 0)
-    all_waits: list[float] = []
-    debug_waits: list[float] = []
-    other_waits: list[float] = []
-    requeue_waits: list[float] = []
-    idle_by_project: dict[str, float] = dict.fromkeys(ledger.projects, 0.0)
+
+def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _JobFigures:
+    """Jobs, waits and idle GPU time of the jobs submitted by ``period_end``; with
+    ``censor``, waits still open at the period's end count up to it."""
+    projects = result.ledger.projects
+    figures = _JobFigures(
+        jobs_by_project=dict.fromkeys(projects, 0),
+        waits_by_project={p: [] for p in projects},
+        idle_by_project=dict.fromkeys(projects, 0.0),
+    )
     for rec in result.jobs:
         if rec.submit > period_end:
             continue
-        jobs_by_project[rec.project] += 1
+        figures.jobs_by_project[rec.project] += 1
         for idle_from, idle_to, idle_gpus in rec.idle_spans:
             if idle_from < period_end:
-                idle_by_project[rec.project] += (min(idle_to, period_end) - idle_from) * idle_gpus
+                figures.idle_by_project[rec.project] += (
+                    min(idle_to, period_end) - idle_from
+                ) * idle_gpus
         if rec.first_start is not None and rec.first_start <= period_end:
             wait = rec.first_start - rec.submit
         elif censor:
             wait = period_end - rec.submit
         else:
             continue
-        waits_by_project[rec.project].append(wait)
-        all_waits.append(wait)
-        (debug_waits if rec.debug else other_waits).append(wait)
+        figures.waits_by_project[rec.project].append(wait)
+        figures.all_waits.append(wait)
+        (figures.debug_waits if rec.debug else figures.other_waits).append(wait)
         for requeued, restarted in rec.requeues:
             if requeued > period_end:
                 break
             if restarted is not None and restarted <= period_end:
-                requeue_waits.append(restarted - requeued)
+                figures.requeue_waits.append(restarted - requeued)
             elif censor:
-                requeue_waits.append(period_end - requeued)
+                figures.requeue_waits.append(period_end - requeued)
+    return figures
 
-    for i, project in enumerate(ledger.projects):
-        share = result.shares.get(project, 0.0)
-        entitled = share * gpus
-        charged_h = ledger.charged[i]
-        free_h = ledger.free[i]
-        demand_h = ledger.demand[i]
-        owed = charged = hourly_min = burst = free = 0.0
-        for h in range(hours):
-            # Periods end at the replay's end or on an hour boundary, so buckets are whole.
-            ent = entitled * spans[h]
-            ch = charged_h[h]
-            owed_h = min(ent, demand_h[h])
-            owed += owed_h
-            charged += ch
-            hourly_min += min(ch, owed_h)
-            burst += max(0.0, ch - ent)
-            free += free_h[h]
-        sum_owed += owed
-        sum_min += min(charged, owed)
-        sum_hourly_min += hourly_min
-        used += charged + free
-        free_total += free
-        burst_total += burst
-        teams.append(
-            {
-                "project": project,
-                "share": _r(share * 100.0, 4),
-                "budgeted": project in result.shares,
-                "entitled_gpus": _r(entitled, 2),
-                "owed_gpu_hours": _r(owed / HOUR, 2),
-                "charged_gpu_hours": _r(charged / HOUR, 2),
-                "burst_gpu_hours": _r(burst / HOUR, 2),
-                "free_gpu_hours": _r(free / HOUR, 2),
-                "delivery_ratio": _r(_ratio(min(charged, owed), owed)),
-                "hourly_delivery_ratio": _r(_ratio(hourly_min, owed)),
-                # Σ over hours of min(charged, owed): what was delivered of what was owed.
-                "hourly_delivered_gpu_hours": _r(hourly_min / HOUR, 2),
-                "jobs": jobs_by_project[project],
-                "queue_wait_p90_seconds": _r(percentile(waits_by_project[project], 90), 1),
-                "idle_gpu_hours": _r(idle_by_project[project] / HOUR, 2),
-            }
-        )
 
+def _team_row(
+    result: ReplayResult,
+    i: int,
+    spans: list[float],
+    jobs: _JobFigures,
+    totals: _TeamTotals,
+) -> dict:
+    """The figures of the ledger's ``i``-th project over ``spans``; adds its sums to
+    ``totals``."""
+    ledger = result.ledger
+    project = ledger.projects[i]
+    share = result.shares.get(project, 0.0)
+    entitled = share * result.config.gpus
+    charged_h = ledger.charged[i]
+    free_h = ledger.free[i]
+    demand_h = ledger.demand[i]
+    owed = charged = hourly_min = burst = free = 0.0
+    for h in range(len(spans)):
+        # Periods end at the replay's end or on an hour boundary, so buckets are whole.
+        ent = entitled * spans[h]
+        ch = charged_h[h]
+        owed_h = min(ent, demand_h[h])
+        owed += owed_h
+        charged += ch
+        hourly_min += min(ch, owed_h)
+        burst += max(0.0, ch - ent)
+        free += free_h[h]
+    totals.owed += owed
+    totals.delivered += min(charged, owed)
+    totals.hourly_delivered += hourly_min
+    totals.used += charged + free
+    totals.free += free
+    totals.burst += burst
+    return {
+        "project": project,
+        "share": _r(share * 100.0, 4),
+        "budgeted": project in result.shares,
+        "entitled_gpus": _r(entitled, 2),
+        "owed_gpu_hours": _r(owed / HOUR, 2),
+        "charged_gpu_hours": _r(charged / HOUR, 2),
+        "burst_gpu_hours": _r(burst / HOUR, 2),
+        "free_gpu_hours": _r(free / HOUR, 2),
+        "delivery_ratio": _r(_ratio(min(charged, owed), owed)),
+        "hourly_delivery_ratio": _r(_ratio(hourly_min, owed)),
+        # Σ over hours of min(charged, owed): what was delivered of what was owed.
+        "hourly_delivered_gpu_hours": _r(hourly_min / HOUR, 2),
+        "jobs": jobs.jobs_by_project[project],
+        "queue_wait_p90_seconds": _r(percentile(jobs.waits_by_project[project], 90), 1),
+        "idle_gpu_hours": _r(jobs.idle_by_project[project] / HOUR, 2),
+    }
+
+
+def _worst_teams(teams: list[dict]) -> dict:
+    """The budgeted teams served worst (over the period and hour by hour) and how many
+    teams reached 95 %."""
     judged = [t for t in teams if t["budgeted"] and t["delivery_ratio"] is not None]
     worst = min(judged, key=lambda t: (t["delivery_ratio"], t["project"]), default=None)
     worst_hourly = min(
         judged, key=lambda t: (t["hourly_delivery_ratio"], t["project"]), default=None
     )
-    in_period = [p for p in result.preemptions if p.time <= period_end]
     return {
-        "occupancy": _r(_ratio(used, healthy)),
-        "occupancy_when_oversubscribed": _r(_ratio(over_used, over_healthy)),
-        "oversubscribed_hours": len(over_hours),
-        "delivery_ratio": _r(_ratio(sum_min, sum_owed)),
-        "hourly_delivery_ratio": _r(_ratio(sum_hourly_min, sum_owed)),
         "worst_team": worst["project"] if worst else None,
         "worst_team_delivery_ratio": worst["delivery_ratio"] if worst else None,
         "worst_team_hourly": worst_hourly["project"] if worst_hourly else None,
@@ -230,21 +277,41 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
         else None,
         "teams_at_least_95pct": sum(1 for t in judged if t["delivery_ratio"] >= 0.95),
         "teams_judged": len(judged),
-        "unbudgeted_fraction": _r(_ratio(free_total + burst_total, used)),
-        "owed_gpu_hours": _r(sum_owed / HOUR, 2),
-        "used_gpu_hours": _r(used / HOUR, 2),
+    }
+
+
+def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) -> dict:
+    """Figures over [start of the replay, ``period_end``]."""
+    spans = _hour_spans(result, period_end)
+    healthy = result.config.gpus * sum(spans)
+    over = _oversubscription(result, spans)
+    jobs = _job_figures(result, period_end, censor=censor)
+    totals = _TeamTotals()
+    teams = [_team_row(result, i, spans, jobs, totals) for i in range(len(result.ledger.projects))]
+    in_period = [p for p in result.preemptions if p.time <= period_end]
+    worst = _worst_teams(teams)
+    return {
+        "occupancy": _r(_ratio(totals.used, healthy)),
+        "occupancy_when_oversubscribed": _r(_ratio(over.used, over.healthy)),
+        "oversubscribed_hours": len(over.hours),
+        "delivery_ratio": _r(_ratio(totals.delivered, totals.owed)),
+        "hourly_delivery_ratio": _r(_ratio(totals.hourly_delivered, totals.owed)),
+        **worst,
+        "unbudgeted_fraction": _r(_ratio(totals.free + totals.burst, totals.used)),
+        "owed_gpu_hours": _r(totals.owed / HOUR, 2),
+        "used_gpu_hours": _r(totals.used / HOUR, 2),
         "preemptions": len(in_period),
         "lost_gpu_hours": _r(sum(p.lost_gpu_seconds for p in in_period) / HOUR, 2),
-        "idle_gpu_hours": _r(sum(idle_by_project.values()) / HOUR, 2),
+        "idle_gpu_hours": _r(sum(jobs.idle_by_project.values()) / HOUR, 2),
         "lost_fraction_of_charged": _r(
-            _ratio(sum(p.lost_gpu_seconds for p in in_period), used - free_total)
+            _ratio(sum(p.lost_gpu_seconds for p in in_period), totals.used - totals.free)
         ),
         "queue_wait_seconds": {
-            "all": wait_summary(all_waits),
-            "debug": wait_summary(debug_waits),
-            "other": wait_summary(other_waits),
-            "requeue": wait_summary(requeue_waits),
-            "every": wait_summary(all_waits + requeue_waits),
+            "all": wait_summary(jobs.all_waits),
+            "debug": wait_summary(jobs.debug_waits),
+            "other": wait_summary(jobs.other_waits),
+            "requeue": wait_summary(jobs.requeue_waits),
+            "every": wait_summary(jobs.all_waits + jobs.requeue_waits),
         },
         "teams": teams,
     }

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -89,34 +90,31 @@ def timeline_cell_seconds(window: Window) -> float:
     return 60.0 * max(1, math.ceil((window.end - window.start) / TIMELINE_COLUMNS / 60))
 
 
-def timeline_figure(
-    result: ReplayResult, window: Window, colors: dict[str, str] | None = None
-) -> go.Figure:
-    """One row per GPU and one column per time cell inside ``window``, coloured by team.
+@dataclass
+class _Tally:
+    """Seconds each (GPU row, time cell) spent under each (team, preemptible) code, and
+    the preemption marks, of the runs inside a window."""
 
-    A cell takes the team whose run held that GPU longest within it, in the team's colour
-    while the run was protected by its minimum runtime and pale once preemptible (free-lane
-    runs are pale throughout); an ``x`` marks where a run was preempted. Times are drawn as
-    dates (milliseconds since the epoch on a date axis).
+    held: dict[tuple[int, int], dict[int, float]] = field(default_factory=dict)
+    codes: dict[tuple[str, bool], int] = field(default_factory=dict)
+    marks_x: list[float] = field(default_factory=list)
+    marks_y: list[int] = field(default_factory=list)
+    marks_text: list[str] = field(default_factory=list)
 
-    The picture is a heatmap, drawn by the browser as one image: a busy window holds over
-    10,000 runs, and drawn as bars or line segments (an element or path piece each) they
-    took over half a second to draw. The trace's ``meta.labels`` name each colour code; the
-    page turns them into hover text (``static/js/figure.js``, ``hover_labels`` for the
-    file the CLI writes), so the figure does not carry a label per cell.
-    """
-    colors = colors or team_colors(result.projects)
-    gpn = result.config.gpus_per_node
-    rows = result.config.gpus
+
+class _Grid(NamedTuple):
+    """The heatmap's cells (colour codes) and the colour scale naming them."""
+
+    z: list[list[int | None]]
+    order: list[tuple[str, bool]]  # (team, preemptible) of each code
+    labels: list[str]
+    scale: list[list]
+
+
+def _tally_runs(result: ReplayResult, window: Window, cell: float, columns: int) -> _Tally:
+    """Spread every run inside ``window`` over the cells of its GPU rows."""
     ws, we = window.start, window.end
-    cell = timeline_cell_seconds(window)
-    columns = max(1, math.ceil((we - ws) / cell))
-    # Seconds each (row, column) spent under each category code.
-    held: dict[tuple[int, int], dict[int, float]] = {}
-    codes: dict[tuple[str, bool], int] = {}
-    marks_x: list[float] = []
-    marks_y: list[int] = []
-    marks_text: list[str] = []
+    tally = _Tally()
     for run in result.runs:
         if run.end <= ws or run.start >= we or run.end <= run.start:
             continue
@@ -128,7 +126,7 @@ def timeline_figure(
         for lo, hi, preemptible in pieces:
             if hi <= lo:
                 continue
-            code = codes.setdefault((job.project, preemptible), len(codes))
+            code = tally.codes.setdefault((job.project, preemptible), len(tally.codes))
             first, last = int((lo - ws) // cell), min(columns - 1, int((hi - ws) // cell))
             for column in range(first, last + 1):
                 left = ws + column * cell
@@ -136,19 +134,23 @@ def timeline_figure(
                 if seconds <= 0:
                     continue
                 for row in run.rows:
-                    spent = held.setdefault((row, column), {})
+                    spent = tally.held.setdefault((row, column), {})
                     spent[code] = spent.get(code, 0.0) + seconds
         if run.preempted and ws <= run.end < we:
             for row in run.rows:
-                marks_x.append(round(run.end * 1000))
-                marks_y.append(row)
-                marks_text.append(job.id)
+                tally.marks_x.append(round(run.end * 1000))
+                tally.marks_y.append(row)
+                tally.marks_text.append(job.id)
+    return tally
 
-    # Codes in (team, state) order, so a team's two colours sit side by side in the scale.
-    order = sorted(codes)
-    renumber = {codes[key]: index for index, key in enumerate(order)}
+
+def _grid(tally: _Tally, rows: int, columns: int, colors: dict[str, str]) -> _Grid:
+    """Each cell takes the code that held it longest; codes are renumbered in (team,
+    state) order, so a team's two colours sit side by side in the scale."""
+    order = sorted(tally.codes)
+    renumber = {tally.codes[key]: index for index, key in enumerate(order)}
     z: list[list[int | None]] = [[None] * columns for _ in range(rows)]
-    for (row, column), spent in held.items():
+    for (row, column), spent in tally.held.items():
         z[row][column] = renumber[max(spent, key=lambda code: (spent[code], -code))]
     labels, scale = [], []
     count = max(1, len(order))
@@ -157,27 +159,15 @@ def timeline_figure(
         colour = _tint(colour, PREEMPTIBLE_TINT) if preemptible else colour
         labels.append(f"{project}, {'preemptible' if preemptible else 'protected'}")
         scale += [[index / count, colour], [(index + 1) / count, colour]]
-    fig = go.Figure()
-    fig.add_trace(
-        go.Heatmap(
-            z=z,
-            x0=round((ws + cell / 2) * 1000),
-            dx=round(cell * 1000),
-            y0=0,
-            dy=1,
-            zmin=-0.5,
-            zmax=count - 0.5,
-            colorscale=scale or [[0, "#ffffff"], [1, "#ffffff"]],
-            showscale=False,
-            hoverongaps=False,
-            meta={"labels": labels},
-            hovertemplate="%{text}<br>GPU row %{y}<br>%{x}<extra></extra>",
-            name="runs",
-            showlegend=False,
-        )
-    )
-    # The heatmap has no legend of its own: one empty trace per team names its colour.
-    for project in sorted({project for project, _ in order}):
+    return _Grid(z, order, labels, scale)
+
+
+def _add_legend_and_marks(
+    fig: go.Figure, grid: _Grid, tally: _Tally, colors: dict[str, str]
+) -> None:
+    """The heatmap has no legend of its own: one empty trace per team names its colour;
+    then the preemption marks, if any."""
+    for project in sorted({project for project, _ in grid.order}):
         fig.add_trace(
             go.Scatter(
                 x=[None],
@@ -188,18 +178,25 @@ def timeline_figure(
                 hoverinfo="skip",
             )
         )
-    if marks_x:
+    if tally.marks_x:
         fig.add_trace(
             go.Scatter(
-                x=marks_x,
-                y=marks_y,
-                text=marks_text,
+                x=tally.marks_x,
+                y=tally.marks_y,
+                text=tally.marks_text,
                 mode="markers",
                 name="preempted",
                 marker={"symbol": "x", "color": "black", "size": 6},
                 hovertemplate="preempted %{text}<extra></extra>",
             )
         )
+
+
+def _lay_out_timeline(fig: go.Figure, result: ReplayResult, window: Window, cell: float) -> None:
+    """Title, size and axes: dates across, one row per GPU down, ticks at nodes."""
+    gpn = result.config.gpus_per_node
+    rows = result.config.gpus
+    ws, we = window.start, window.end
     node_ticks = list(range(0, rows, gpn * max(1, rows // gpn // 32)))
     fig.update_layout(
         title={
@@ -222,6 +219,51 @@ def timeline_figure(
         legend={"title": "team"},
         margin=_TIMELINE_MARGIN,
     )
+
+
+def timeline_figure(
+    result: ReplayResult, window: Window, colors: dict[str, str] | None = None
+) -> go.Figure:
+    """One row per GPU and one column per time cell inside ``window``, coloured by team.
+
+    A cell takes the team whose run held that GPU longest within it, in the team's colour
+    while the run was protected by its minimum runtime and pale once preemptible (free-lane
+    runs are pale throughout); an ``x`` marks where a run was preempted. Times are drawn as
+    dates (milliseconds since the epoch on a date axis).
+
+    The picture is a heatmap, drawn by the browser as one image: a busy window holds over
+    10,000 runs, and drawn as bars or line segments (an element or path piece each) they
+    took over half a second to draw. The trace's ``meta.labels`` name each colour code; the
+    page turns them into hover text (``static/js/figure.js``, ``hover_labels`` for the
+    file the CLI writes), so the figure does not carry a label per cell.
+    """
+    colors = colors or team_colors(result.projects)
+    cell = timeline_cell_seconds(window)
+    columns = max(1, math.ceil((window.end - window.start) / cell))
+    tally = _tally_runs(result, window, cell, columns)
+    grid = _grid(tally, result.config.gpus, columns, colors)
+    count = max(1, len(grid.order))
+    fig = go.Figure()
+    fig.add_trace(
+        go.Heatmap(
+            z=grid.z,
+            x0=round((window.start + cell / 2) * 1000),
+            dx=round(cell * 1000),
+            y0=0,
+            dy=1,
+            zmin=-0.5,
+            zmax=count - 0.5,
+            colorscale=grid.scale or [[0, "#ffffff"], [1, "#ffffff"]],
+            showscale=False,
+            hoverongaps=False,
+            meta={"labels": grid.labels},
+            hovertemplate="%{text}<br>GPU row %{y}<br>%{x}<extra></extra>",
+            name="runs",
+            showlegend=False,
+        )
+    )
+    _add_legend_and_marks(fig, grid, tally, colors)
+    _lay_out_timeline(fig, result, window, cell)
     return fig
 
 

@@ -207,11 +207,17 @@ def _count_duplicates(jobs: list[TraceJob]) -> int:
     return len(jobs) - len(seen)
 
 
+def _required(text: str, name: str) -> str:
+    """``text`` stripped, or ValueError naming the field when nothing is left."""
+    value = text.strip()
+    if not value:
+        raise ValueError(f"{name} is empty")
+    return value
+
+
 def _number(text: str, name: str) -> float:
     """A finite float, or ValueError naming the field."""
-    text = text.strip()
-    if not text:
-        raise ValueError(f"{name} is empty")
+    text = _required(text, name)
     try:
         value = float(text)
     except ValueError:
@@ -236,17 +242,12 @@ def _gpus(text: str, name: str) -> int:
 
 
 def _project(text: str, name: str) -> str:
-    value = text.strip()
-    if not value:
-        raise ValueError(f"{name} is empty")
-    return value
+    return _required(text, name)
 
 
 def parse_time(text: str, name: str) -> float:
     """Epoch seconds, or an ISO 8601 date-time (naive = UTC)."""
-    text = text.strip()
-    if not text:
-        raise ValueError(f"{name} is empty")
+    text = _required(text, name)
     try:
         value = float(text)
     except ValueError:

@@ -34,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -156,6 +157,105 @@ def _check(since: datetime, until: datetime, step_seconds: int, now: datetime) -
         raise ValueError(f"since: at most {MAX_RANGE.days} days before until.")
 
 
+class _Demand(NamedTuple):
+    """Demand intervals of the tree's project queues, and the time they are known from."""
+
+    intervals: list[DemandInterval]
+    since: datetime
+
+
+def _leaf_allocations(
+    series: list[Series],
+    names: dict,
+    *,
+    step_seconds: int,
+    since: datetime,
+    until: datetime,
+    result: KaiImportResult,
+) -> dict[str, dict[datetime, list[Piece]]]:
+    """Pieces per hour of each project queue; other queues' GPU-seconds and the parent
+    queues seen go to ``result``."""
+    leaf_pieces: dict[str, dict[datetime, list[Piece]]] = {}
+    for one in series:
+        queue = one.labels.get(QUEUE_LABEL, NO_LABEL)
+        pieces = allocation_pieces(one.samples, step_seconds=step_seconds, since=since, until=until)
+        node = names.get(queue)
+        if node is None:
+            seen = sum((p.gpu_seconds for ps in pieces.values() for p in ps), ZERO)
+            result.unknown[queue] = result.unknown.get(queue, ZERO) + seen
+        elif node.kind != "project":
+            result.parents.add(queue)
+        else:
+            leaf_pieces[queue] = pieces
+    return leaf_pieces
+
+
+def _read_demand(
+    cluster: Cluster,
+    prometheus_url: str,
+    demand_query: str | None,
+    names: dict,
+    *,
+    step_seconds: int,
+    since: datetime,
+    until: datetime,
+) -> _Demand:
+    """Demand from ``demand_query`` since the accounting cursor (or ``since``); none
+    without a query."""
+    if not demand_query:
+        return _Demand([], since)
+    demand_since = since
+    cursor = AccountingCursor.objects.filter(cluster=cluster).first()
+    if cursor is not None and cursor.accounted_until < since:
+        # Entitlement continues from the cursor: demand must be known from there on.
+        demand_since = max(floor_hour(cursor.accounted_until), until - MAX_RANGE)
+    intervals = _demand_intervals(
+        prometheus_query_range(
+            url=prometheus_url,
+            query=demand_query,
+            start=demand_since,
+            end=until - timedelta(seconds=step_seconds),
+            step_seconds=step_seconds,
+        ),
+        names=names,
+        step_seconds=step_seconds,
+        since=demand_since,
+        until=until,
+    )
+    return _Demand(intervals, demand_since)
+
+
+def _charge_queues(
+    cluster: Cluster,
+    leaf_pieces: dict[str, dict[datetime, list[Piece]]],
+    names: dict,
+    now: datetime,
+    result: KaiImportResult,
+) -> None:
+    """Record every piece of every project queue in the ledger; count in ``result``."""
+    projects = Project.objects.select_related("program").in_bulk([names[q].id for q in leaf_pieces])
+    for queue, by_hour in sorted(leaf_pieces.items()):
+        project = projects[names[queue].id]
+        added = ZERO
+        for hour, pieces in by_hour.items():
+            for piece in pieces:
+                done = usage_external_record(
+                    cluster=cluster,
+                    project=project,
+                    source=SOURCE,
+                    external_id=f"{queue}@{hour:%Y-%m-%dT%H:%MZ}",
+                    start=piece.start,
+                    end=piece.end,
+                    gpus=piece.gpus,
+                    now=now,
+                )
+                if done.status == UNCHANGED:
+                    result.already += 1
+                result.rows += done.rows
+                added += done.gpu_seconds
+        result.charged[queue] = added
+
+
 def kai_usage_import(
     *,
     cluster: Cluster,
@@ -196,65 +296,25 @@ def kai_usage_import(
         step_seconds=step_seconds,
     )
     result = KaiImportResult(since=since, until=until)
-    leaf_pieces: dict[str, dict[datetime, list[Piece]]] = {}
-    for one in series:
-        queue = one.labels.get(QUEUE_LABEL, NO_LABEL)
-        pieces = allocation_pieces(one.samples, step_seconds=step_seconds, since=since, until=until)
-        node = names.get(queue)
-        if node is None:
-            seen = sum((p.gpu_seconds for ps in pieces.values() for p in ps), ZERO)
-            result.unknown[queue] = result.unknown.get(queue, ZERO) + seen
-        elif node.kind != "project":
-            result.parents.add(queue)
-        else:
-            leaf_pieces[queue] = pieces
-    demand: list[DemandInterval] = []
-    demand_since = since
-    if demand_query:
-        cursor = AccountingCursor.objects.filter(cluster=cluster).first()
-        if cursor is not None and cursor.accounted_until < since:
-            # Entitlement continues from the cursor: demand must be known from there on.
-            demand_since = max(floor_hour(cursor.accounted_until), until - MAX_RANGE)
-        demand = _demand_intervals(
-            prometheus_query_range(
-                url=prometheus_url,
-                query=demand_query,
-                start=demand_since,
-                end=until - timedelta(seconds=step_seconds),
-                step_seconds=step_seconds,
-            ),
-            names=names,
-            step_seconds=step_seconds,
-            since=demand_since,
-            until=until,
-        )
-    projects = Project.objects.select_related("program").in_bulk([names[q].id for q in leaf_pieces])
+    leaf_pieces = _leaf_allocations(
+        series, names, step_seconds=step_seconds, since=since, until=until, result=result
+    )
+    demand = _read_demand(
+        cluster,
+        prometheus_url,
+        demand_query,
+        names,
+        step_seconds=step_seconds,
+        since=since,
+        until=until,
+    )
     with transaction.atomic():
-        for queue, by_hour in sorted(leaf_pieces.items()):
-            project = projects[names[queue].id]
-            added = ZERO
-            for hour, pieces in by_hour.items():
-                for piece in pieces:
-                    done = usage_external_record(
-                        cluster=cluster,
-                        project=project,
-                        source=SOURCE,
-                        external_id=f"{queue}@{hour:%Y-%m-%dT%H:%MZ}",
-                        start=piece.start,
-                        end=piece.end,
-                        gpus=piece.gpus,
-                        now=now,
-                    )
-                    if done.status == UNCHANGED:
-                        result.already += 1
-                    result.rows += done.rows
-                    added += done.gpu_seconds
-            result.charged[queue] = added
+        _charge_queues(cluster, leaf_pieces, names, now, result)
         if demand_query:
             # The first call only starts the cursor (the service's rule): start it at since.
-            usage_external_entitlement(cluster=cluster, demand=[], until=demand_since)
+            usage_external_entitlement(cluster=cluster, demand=[], until=demand.since)
             result.entitlement_rows = usage_external_entitlement(
-                cluster=cluster, demand=demand, until=until
+                cluster=cluster, demand=demand.intervals, until=until
             )
     return result
 

@@ -186,17 +186,9 @@ def _subtree(current: Current, root: str) -> list[str]:
     return order
 
 
-def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = False) -> Plan:
-    """The changes that make ``current`` what ``desired`` says, in a safe order.
-
-    Accounts under the organization account that the tree does not hold are *unknown*: they
-    are reported, and removed (children first, with their users) only with
-    ``remove_unknown``. Accounts elsewhere in Slurm are never touched.
-    """
-    cluster = f"cluster={desired.cluster}"
-    changes = _qos_changes(desired.qos, current.qos)
-    wanted = {a.name: a for a in desired.accounts}
-
+def _account_additions(desired: Desired, current: Current, cluster: str) -> list[Change]:
+    """``add account`` for every account of the tree Slurm lacks, parents before children."""
+    changes = []
     for account in desired.accounts:
         have = current.accounts.get(account.name)
         if have is not None:
@@ -214,7 +206,12 @@ def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = Fals
         if account.fairshare is not None:
             why += f", Fairshare {account.fairshare}"
         changes.append(Change(ADD_ACCOUNT, account.name, tuple(args), why))
+    return changes
 
+
+def _account_repairs(desired: Desired, current: Current, cluster: str) -> list[Change]:
+    """``modify account`` for every existing account whose managed settings drifted."""
+    changes = []
     for account in desired.accounts:
         have = current.accounts.get(account.name)
         if have is None:
@@ -243,7 +240,15 @@ def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = Fals
                     "; ".join(drift),
                 )
             )
+    return changes
 
+
+def _user_changes(
+    desired: Desired, current: Current, wanted: set[str], cluster: str
+) -> list[Change]:
+    """User associations added, default accounts moved off associations about to go, then
+    the associations of the tree's accounts that no member holds removed."""
+    changes = []
     # One command per account: sacctmgr adds a list of users at once.
     joining: dict[str, list[str]] = {}
     for user, account in sorted(desired.users - current.users):
@@ -284,7 +289,24 @@ def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = Fals
                 "no longer a member of the project",
             )
         )
+    return changes
 
+
+def plan_sync(desired: Desired, current: Current, *, remove_unknown: bool = False) -> Plan:
+    """The changes that make ``current`` what ``desired`` says, in a safe order.
+
+    Accounts under the organization account that the tree does not hold are *unknown*: they
+    are reported, and removed (children first, with their users) only with
+    ``remove_unknown``. Accounts elsewhere in Slurm are never touched.
+    """
+    cluster = f"cluster={desired.cluster}"
+    wanted = {a.name for a in desired.accounts}
+    changes = [
+        *_qos_changes(desired.qos, current.qos),
+        *_account_additions(desired, current, cluster),
+        *_account_repairs(desired, current, cluster),
+        *_user_changes(desired, current, wanted, cluster),
+    ]
     subtree = _subtree(current, desired.organization_account)
     unknown = [name for name in subtree if name not in wanted]
     if remove_unknown:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -83,22 +84,29 @@ class ImportReport:
         return out
 
 
-def slurm_usage_import(
-    *,
-    connection,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    now: datetime | None = None,
-    client=None,
-) -> ImportReport:
-    """Charge the jobs of ``connection``'s Slurm that ran in ``[since, until]``.
+class _Run(NamedTuple):
+    """One started job run to charge, in the order runs are charged (by start)."""
 
-    ``since`` defaults to the connection's import cursor (minus a margin) or a day ago;
-    ``until`` to now. All charges of one import are written in one transaction: a failure
-    leaves the ledger as it was, and the import can be re-run. Raises ``SlurmError`` when
-    ``sacct`` fails, ``ValueError`` naming the argument for a bad period.
-    """
-    now = now or timezone.now()
+    start: datetime
+    job: str
+    project_id: int
+    stop: datetime
+    gpus: int
+    qos: str
+
+
+class _Jobs(NamedTuple):
+    """What ``sacct``'s rows say: the runs to charge and every project job's demand."""
+
+    runs: list[_Run]
+    demand: list[DemandInterval]
+
+
+def _period(
+    connection, since: datetime | None, until: datetime | None, now: datetime
+) -> tuple[datetime, datetime]:
+    """``(since, until)`` of the import with their defaults; ``ValueError`` for a bad period
+    or a cluster this product schedules itself."""
     until = until or now
     if since is None:
         since = (
@@ -112,28 +120,25 @@ def slurm_usage_import(
         raise ValueError(f"since: {since.isoformat()} is not before until {until.isoformat()}.")
     if until > now:
         raise ValueError(f"until: {until.isoformat()} is in the future.")
-    cluster = connection.cluster
-    if Node.objects.filter(cluster=cluster).exists():
+    if Node.objects.filter(cluster=connection.cluster).exists():
         # The live loop accounts this cluster already: two writers would charge owed twice.
         raise ValueError(
-            f"cluster: {cluster} has nodes driven by this product's own scheduler; "
+            f"cluster: {connection.cluster} has nodes driven by this product's own scheduler; "
             "a cluster is either scheduled here or by Slurm, not both."
         )
-    client = client or SlurmClient.for_connection(connection)
-    cursor = AccountingCursor.objects.filter(cluster=cluster).first()
-    # Owed needs every job pending or running since the entitlement cursor.
-    read_from = min(since, cursor.accounted_until) if cursor else since
-    rows = client.sacct(
-        start=read_from.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
-        end=until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
-    )
-    names = slurm_account_map(connection=connection)
-    project_of = names.project_by_account
-    projects = Project.objects.in_bulk(set(project_of.values()))
-    free_qos, _ = qos_names(connection)
-    report = ImportReport(since=since, until=until)
+    return since, until
+
+
+def _read_jobs(
+    rows: list[dict[str, str]],
+    connection,
+    project_of: dict[str, int],
+    until: datetime,
+    report: ImportReport,
+) -> _Jobs:
+    """The runs to charge and the demand of ``rows``; jobs not charged go to ``report``."""
     demand: list[DemandInterval] = []
-    runs = []
+    runs: list[_Run] = []
     for row in rows:
         if row["Cluster"] and row["Cluster"] != connection.slurm_cluster:
             continue
@@ -155,31 +160,78 @@ def slurm_usage_import(
         if end is None and state not in {"RUNNING", "SUSPENDED", "REQUEUED"}:
             report.skipped.append(f"job {job}: state {row['State']} without an end time")
             continue
-        runs.append((start, job, project_id, stop, gpus_of(row["AllocTRES"]), row["QOS"]))
+        runs.append(_Run(start, job, project_id, stop, gpus_of(row["AllocTRES"]), row["QOS"]))
     runs.sort()
+    return _Jobs(runs, demand)
+
+
+def _charge_runs(
+    connection,
+    runs: list[_Run],
+    projects: dict,
+    free_qos: str,
+    now: datetime,
+    report: ImportReport,
+) -> None:
+    """Record each run in the ledger (once: a re-import changes nothing); count in ``report``."""
+    for run in runs:
+        if run.stop <= run.start or run.gpus == 0:
+            report.unchanged += 1
+            continue
+        result = usage_external_record(
+            cluster=connection.cluster,
+            project=projects[run.project_id],
+            source=SOURCE,
+            external_id=f"{connection.slurm_cluster}:{run.job}",
+            start=run.start,
+            end=run.stop,
+            gpus=run.gpus,
+            free=run.qos == free_qos,
+            now=now,
+        )
+        if result.status == CREATED:
+            report.charged += 1
+            report.gpu_seconds += float(result.gpu_seconds)
+        else:
+            report.unchanged += 1
+
+
+def slurm_usage_import(
+    *,
+    connection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+    client=None,
+) -> ImportReport:
+    """Charge the jobs of ``connection``'s Slurm that ran in ``[since, until]``.
+
+    ``since`` defaults to the connection's import cursor (minus a margin) or a day ago;
+    ``until`` to now. All charges of one import are written in one transaction: a failure
+    leaves the ledger as it was, and the import can be re-run. Raises ``SlurmError`` when
+    ``sacct`` fails, ``ValueError`` naming the argument for a bad period.
+    """
+    now = now or timezone.now()
+    since, until = _period(connection, since, until, now)
+    cluster = connection.cluster
+    client = client or SlurmClient.for_connection(connection)
+    cursor = AccountingCursor.objects.filter(cluster=cluster).first()
+    # Owed needs every job pending or running since the entitlement cursor.
+    read_from = min(since, cursor.accounted_until) if cursor else since
+    rows = client.sacct(
+        start=read_from.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        end=until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+    )
+    names = slurm_account_map(connection=connection)
+    project_of = names.project_by_account
+    projects = Project.objects.in_bulk(set(project_of.values()))
+    free_qos, _ = qos_names(connection)
+    report = ImportReport(since=since, until=until)
+    jobs = _read_jobs(rows, connection, project_of, until, report)
     with transaction.atomic():
-        for start, job, project_id, stop, gpus, qos in runs:
-            if stop <= start or gpus == 0:
-                report.unchanged += 1
-                continue
-            result = usage_external_record(
-                cluster=cluster,
-                project=projects[project_id],
-                source=SOURCE,
-                external_id=f"{connection.slurm_cluster}:{job}",
-                start=start,
-                end=stop,
-                gpus=gpus,
-                free=qos == free_qos,
-                now=now,
-            )
-            if result.status == CREATED:
-                report.charged += 1
-                report.gpu_seconds += float(result.gpu_seconds)
-            else:
-                report.unchanged += 1
+        _charge_runs(connection, jobs.runs, projects, free_qos, now, report)
         report.entitlement_rows = usage_external_entitlement(
-            cluster=cluster, demand=demand, until=until, start=since
+            cluster=cluster, demand=jobs.demand, until=until, start=since
         )
         previous = connection.usage_imported_until
         type(connection).objects.filter(pk=connection.pk).update(

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.engine import POLICIES
-from scheduler.simulator.budgets import BudgetError, load_budgets
+from scheduler.simulator.budgets import Budget, BudgetError, load_budgets
 from scheduler.simulator.contract import ContractRule
 from scheduler.simulator.durations import parse_duration
 from scheduler.simulator.replay import ConfigError, ReplayConfig
@@ -21,7 +21,7 @@ from scheduler.simulator.report import (
     write_metrics,
     write_timeline,
 )
-from scheduler.simulator.traces import FORMATS, TraceError, load_trace
+from scheduler.simulator.traces import FORMATS, Trace, TraceError, load_trace
 
 
 class Command(BaseCommand):
@@ -111,31 +111,9 @@ class Command(BaseCommand):
                 "timeline_span",
             )
         }
-        timeline_start = None
-        if options["timeline_start"]:
-            from scheduler.simulator.traces import parse_time
-
-            try:
-                timeline_start = parse_time(options["timeline_start"], "--timeline-start")
-            except ValueError as exc:
-                raise CommandError(str(exc)) from None
+        timeline_start = self._timeline_start(options)
         try:
-            config = ReplayConfig(
-                gpus=gpus,
-                gpus_per_node=gpus_per_node,
-                policy=policies[0],
-                window_seconds=durations["window"],
-                contract=ContractRule(
-                    debug_min_runtime=durations["debug_min_runtime"],
-                    other_min_runtime=durations["other_min_runtime"],
-                    max_min_runtime=durations["max_min_runtime"],
-                ),
-                checkpoint_interval=durations["checkpoint_interval"],
-                restart_overhead=durations["restart_overhead"],
-                cycle_interval=durations["cycle_interval"],
-                record_runs=not options["no_timeline"],
-                incremental=not options["reference"],
-            )
+            config = self._config(options, policies[0], gpus, gpus_per_node, durations)
             config.validate()
             trace = load_trace(options["trace"], options["format"])
             if options["limit"]:
@@ -146,14 +124,7 @@ class Command(BaseCommand):
         except (TraceError, BudgetError, ConfigError) as exc:
             raise CommandError(str(exc)) from None
 
-        self.stdout.write(
-            f"{trace.source}: {len(trace.jobs):,} jobs, {len(trace.projects)} projects, "
-            f"{trace.duplicates} duplicate rows kept; {gpus} GPUs on "
-            f"{gpus // gpus_per_node} nodes; budgets: {options['budgets']}"
-        )
-        unbudgeted = sorted(set(trace.projects) - set(budgets.effective_shares()))
-        if unbudgeted:
-            self.stdout.write(f"unbudgeted projects: {', '.join(unbudgeted)}")
+        self._describe_inputs(trace, budgets, config, options["budgets"])
 
         def progress(result, metrics) -> None:
             self.stdout.write(
@@ -163,6 +134,71 @@ class Command(BaseCommand):
 
         runs = run_comparison(trace, budgets, config, policies, on_done=progress)
         metrics = [m for _, m in runs]
+        self._warn_unplaced(metrics, gpus)
+        out = Path(options["out"])
+        path = write_metrics(out / "metrics.json", metrics)
+        self.stdout.write("")
+        self.stdout.write(format_table(metrics, markdown=options["table"] == "markdown"))
+        self.stdout.write("")
+        self.stdout.write(f"wrote {path}")
+        if not options["no_timeline"]:
+            page = write_timeline(
+                out / "timeline.html",
+                runs,
+                span=durations["timeline_span"],
+                start=timeline_start,
+            )
+            self.stdout.write(f"wrote {page}")
+
+    @staticmethod
+    def _timeline_start(options) -> float | None:
+        """``--timeline-start`` as a time, or None (the busiest span) when not given."""
+        if not options["timeline_start"]:
+            return None
+        from scheduler.simulator.traces import parse_time
+
+        try:
+            return parse_time(options["timeline_start"], "--timeline-start")
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+
+    @staticmethod
+    def _config(
+        options, policy: str, gpus: int, gpus_per_node: int, durations: dict[str, float]
+    ) -> ReplayConfig:
+        """The replay's configuration from the parsed arguments (validated by the caller)."""
+        return ReplayConfig(
+            gpus=gpus,
+            gpus_per_node=gpus_per_node,
+            policy=policy,
+            window_seconds=durations["window"],
+            contract=ContractRule(
+                debug_min_runtime=durations["debug_min_runtime"],
+                other_min_runtime=durations["other_min_runtime"],
+                max_min_runtime=durations["max_min_runtime"],
+            ),
+            checkpoint_interval=durations["checkpoint_interval"],
+            restart_overhead=durations["restart_overhead"],
+            cycle_interval=durations["cycle_interval"],
+            record_runs=not options["no_timeline"],
+            incremental=not options["reference"],
+        )
+
+    def _describe_inputs(
+        self, trace: Trace, budgets: Budget, config: ReplayConfig, budgets_source: str
+    ) -> None:
+        """Say what is replayed: jobs, projects, cluster, budgets and unbudgeted projects."""
+        self.stdout.write(
+            f"{trace.source}: {len(trace.jobs):,} jobs, {len(trace.projects)} projects, "
+            f"{trace.duplicates} duplicate rows kept; {config.gpus} GPUs on "
+            f"{config.gpus // config.gpus_per_node} nodes; budgets: {budgets_source}"
+        )
+        unbudgeted = sorted(set(trace.projects) - set(budgets.effective_shares()))
+        if unbudgeted:
+            self.stdout.write(f"unbudgeted projects: {', '.join(unbudgeted)}")
+
+    def _warn_unplaced(self, metrics: list[dict], gpus: int) -> None:
+        """Warn about jobs too large for the cluster and jobs that could never start."""
         skipped = metrics[0]["skipped_jobs"]
         if skipped:
             self.stdout.write(
@@ -179,20 +215,6 @@ class Command(BaseCommand):
                         "(e.g. larger than the project's partition)"
                     )
                 )
-        out = Path(options["out"])
-        path = write_metrics(out / "metrics.json", metrics)
-        self.stdout.write("")
-        self.stdout.write(format_table(metrics, markdown=options["table"] == "markdown"))
-        self.stdout.write("")
-        self.stdout.write(f"wrote {path}")
-        if not options["no_timeline"]:
-            page = write_timeline(
-                out / "timeline.html",
-                runs,
-                span=durations["timeline_span"],
-                start=timeline_start,
-            )
-            self.stdout.write(f"wrote {page}")
 
     @staticmethod
     def _policies(options) -> list[str]:

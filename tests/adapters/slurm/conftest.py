@@ -6,6 +6,7 @@ tested against the real thing or not at all.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -15,9 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.models import SlurmConnection
 from tests.adapters.slurm.daemons import INSTALL_HINT, SlurmTestCluster, missing_binaries
 from tests.conftest import attach_daemon_log, tail_of
+from tests.factories import UserFactory, researcher_of
 from tests.personas import personas  # noqa: F401 - the fixture
+
+# Account prefixes of tests that build the tree from nothing, unique in the session (the
+# one Slurm outlives each test's database).
+_prefixes = itertools.count(1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,3 +92,36 @@ def slurm_logs_on_failure(request):
         log = cluster.root / "log" / f"{daemon}.log"
         attach_daemon_log(node, f"{daemon}.log", lambda log=log: tail_of(log))
     yield
+
+
+@pytest.fixture
+def site(request, personas, slurm):  # noqa: F811 - the fixture imported above
+    """The personas' cluster connected to the test Slurm, with root as a member of A1.
+
+    Account names come from slugs, so tests using the shared prefix ``s`` find the tree
+    already in Slurm (a sync then changes nothing: fast). A test marked ``fresh_slurm_tree``
+    gets a prefix of its own, so it builds the tree from nothing. Tests that change Slurm by
+    hand put it back.
+    """
+    fresh = request.node.get_closest_marker("fresh_slurm_tree") is not None
+    prefix = f"t{next(_prefixes)}" if fresh else "s"
+    connection = SlurmConnection.objects.create(
+        cluster=personas.cluster,
+        slurm_cluster=slurm.name,
+        slurm_conf=str(slurm.conf),
+        account_prefix=prefix,
+    )
+    # Jobs are submitted as root (the test process): root is a researcher of Detection.
+    researcher_of(personas.project_a1, UserFactory(username="root"))
+    names = {
+        "org": f"{prefix}acme",
+        "vision": f"{prefix}acme_vision",
+        "language": f"{prefix}acme_language",
+        "detection": f"{prefix}vision_detection",
+        "segmentation": f"{prefix}vision_segmentation",
+        "translation": f"{prefix}language_translation",
+        "summaries": f"{prefix}language_summaries",
+        "free": f"{prefix}acme-free",
+        "min1h": f"{prefix}acme-min1h",
+    }
+    return personas, connection, names

@@ -107,7 +107,16 @@ class SlurmTestCluster:
         host = socket.gethostname()
         self.ctld_port, self.slurmd_port, self.dbd_port = (_free_port() for _ in range(3))
         self.munge_socket = r / "munge" / "munge.socket"
-        auth = f"AuthType=auth/munge\nAuthInfo=socket={self.munge_socket}\n"
+        self._write_slurm_conf(host)
+        self._write_gpu_devices(host)
+        self._write_slurmdbd_conf()
+        key = r / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+
+    def _write_slurm_conf(self, host: str) -> None:
+        """slurm.conf: one node of ``NODE_GPUS`` GPUs, QOS preemption by requeue, slurmdbd."""
+        r = self.root
         self.conf.write_text(
             f"""ClusterName={self.name}
 SlurmctldHost={host}
@@ -154,6 +163,10 @@ NodeName={host} NodeAddr=127.0.0.1 CPUs=16 RealMemory=4000 Gres=gpu:{NODE_GPUS} 
 PartitionName=gpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
         )
+
+    def _write_gpu_devices(self, host: str) -> None:
+        """gres.conf and the GPU "devices" it names, and a cgroup.conf that uses no cgroups."""
+        r = self.root
         # Slurm 22.05 drops file-less GPUs from a node, so each GPU gets a "device": a link
         # to /dev/null (a character device; nothing opens it without cgroup confinement).
         (r / "dev").mkdir()
@@ -163,6 +176,11 @@ PartitionName=gpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
             f"NodeName={host} Name=gpu File={r}/dev/gpu[0-{NODE_GPUS - 1}]\n"
         )
         (r / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n")
+
+    def _write_slurmdbd_conf(self) -> None:
+        """slurmdbd.conf: accounting in this cluster's own MariaDB database."""
+        r = self.root
+        auth = f"AuthType=auth/munge\nAuthInfo=socket={self.munge_socket}\n"
         dbd = r / "slurmdbd.conf"
         dbd.write_text(
             f"""{auth}DbdHost=localhost
@@ -179,9 +197,6 @@ StorageLoc={self.database}
 """
         )
         dbd.chmod(0o600)
-        key = r / "munge" / "munge.key"
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o400)
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 - kept by the child
