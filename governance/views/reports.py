@@ -19,10 +19,9 @@ from django.views.decorators.http import require_safe
 
 from governance.reports.columns import report_filename
 from governance.reports.csv_writer import report_csv
-from governance.reports.query import report_query_parse
+from governance.reports.query import report_for_query, report_query_parse
 from governance.reports.xlsx_writer import report_xlsx
-from governance.selectors.reports import LEVELS, usage_report
-from governance.services.reports import usage_days_refresh_all
+from governance.selectors.reports import LEVELS
 from governance.views.common import visibility_of
 from governance.views.report_rows import report_row_html
 
@@ -72,15 +71,7 @@ def _report(request: HttpRequest):
     program = None
     if query.program_id is not None:
         program = get_object_or_404(vis.programs(), pk=query.program_id)
-    usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
-    report = usage_report(
-        visibility=vis,
-        start=query.start,
-        end=query.end,
-        level=query.level,
-        cluster=query.cluster,
-        program=program,
-    )
+    report = report_for_query(query=query, visibility=vis, program=program)
     return report, query, {}
 
 
