@@ -19,7 +19,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 
-# --- Content Security Policy (django-csp 4; tests/governance/test_web_security.py) ------------
+# --- Content Security Policy (django-csp 4; tests/governance/web_security/) --------------------
 # Everything comes from our own origin: no CDN (Plotly and Swagger UI are served from static).
 # Scripts: our files only, plus a per-response nonce for any inline <script> a template needs
 # (``request.csp_nonce``); the pages have none today, and the json_script data blocks are not
