@@ -7,7 +7,8 @@ user may see go through ``governance.selectors.visibility``.
 One module per subject: ``tree`` (organizations, programs, projects, clusters), ``roles``,
 ``allocations``, ``approvals``, ``costs`` (rates, monthly report records), ``usage_days``
 (the daily usage cache), ``audit``, ``notifications`` and ``deliveries`` (outgoing e-mails,
-digests, webhook posts). Every model is importable from ``governance.models``.
+digests, webhook posts); ``fields`` builds fields several models share. Every model is
+importable from ``governance.models``.
 """
 
 from governance.models.allocations import PERCENT_VALIDATORS, Allocation

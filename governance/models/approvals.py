@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from governance.choices import ApprovalState, DecisionAction
 from governance.models.allocations import PERCENT_VALIDATORS
+from governance.models.fields import actor_field
 from governance.models.tree import Cluster, Organization, Program, Project
 
 
@@ -106,13 +107,8 @@ class ApprovalDecision(models.Model):
     """One step in an approval request's history: who did what, when, with which comment."""
 
     request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="decisions")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        help_text="Empty when the system acted (applying an approved change at its date).",
+    actor = actor_field(
+        help_text="Empty when the system acted (applying an approved change at its date)."
     )
     action = models.CharField(max_length=20, choices=DecisionAction.choices)
     from_state = models.CharField(max_length=20, choices=ApprovalState.choices, blank=True)

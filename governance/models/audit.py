@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
 
 from governance.choices import AuditAction
+from governance.models.fields import actor_field
 from governance.models.tree import Organization
 
 
@@ -34,14 +34,7 @@ class AuditEvent(models.Model):
     """
 
     at = models.DateTimeField()
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        help_text="Empty when the system acted.",
-    )
+    actor = actor_field(help_text="Empty when the system acted.")
     # The actor's username when the event was written: readable even if the user is renamed.
     actor_label = models.CharField(max_length=150, blank=True)
     action = models.CharField(max_length=30, choices=AuditAction.choices)
