@@ -247,6 +247,7 @@ class SplitForm(forms.Form):
         """Show a service's refusal next to the field it names (else above the form)."""
 
         def field_for(key: str) -> str | None:
+            """The form field a service's error key belongs on (an alias, or the field itself)."""
             target = SERVICE_FIELD_ALIASES.get(key)
             if target is None and key in self.fields:
                 target = key

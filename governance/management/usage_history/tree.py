@@ -152,6 +152,7 @@ def _shares(rng: random.Random, nodes: Nodes, start: datetime) -> list[ProjectFi
     no_share = {p.pk for p in nodes.projects if rng.random() < 0.05}
 
     def allocation(cluster: Cluster, node: Program | Project, percent: Decimal) -> Allocation:
+        """The generated share of ``node`` on ``cluster`` from ``start``, set by the org admin."""
         kind = "program" if isinstance(node, Program) else "project"
         return Allocation(
             cluster=cluster,
