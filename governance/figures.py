@@ -13,6 +13,7 @@ Tests assert on the figure's data (labels, parents, values), never on HTML.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
@@ -43,6 +44,93 @@ def _node_id(node) -> str:
     return f"{node.kind}-{node.obj.pk}"
 
 
+@dataclass
+class _Wedges:
+    """A sunburst's wedges as Plotly's parallel lists, each parent before its children."""
+
+    cluster_gpus: int
+    ids: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    colours: list[str] = field(default_factory=list)
+    text_colours: list[str] = field(default_factory=list)
+    # Per wedge: percent of its parent, percent of the cluster, GPUs (the hover's figures).
+    customdata: list[list] = field(default_factory=list)
+
+    def add(
+        self,
+        node_id: str,
+        label: str,
+        parent_id: str,
+        value: float,
+        colour: str,
+        share_of_parent: float,
+        text_colour: str = DARK_TEXT,
+    ) -> None:
+        """Append one wedge of ``value`` percent of the cluster."""
+        self.ids.append(node_id)
+        self.text_colours.append(text_colour)
+        self.labels.append(label)
+        self.parents.append(parent_id)
+        self.values.append(round(value, 4))
+        self.colours.append(colour)
+        self.customdata.append(
+            [
+                round(share_of_parent, 2),
+                round(value, 2),
+                round(value / 100 * self.cluster_gpus, 1),
+            ]
+        )
+
+    def walk(self, node, parent_id: str, colour: str) -> float:
+        """Add ``node`` and its subtree; return the value given to ``node``."""
+        node_id = _node_id(node)
+        effective = float(node.effective_share)
+        position = len(self.ids)
+        text_colour = LIGHT_TEXT if node.kind == "program" else DARK_TEXT
+        self.add(
+            node_id, node.obj.name, parent_id, effective, colour, float(node.share), text_colour
+        )
+        children_total = 0.0
+        for index, child in enumerate(node.children):
+            if node.kind == "organization":
+                child_colour = PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)]
+            else:
+                child_colour = _tint(colour, 0.35 + 0.12 * (index % 4))
+            children_total += self.walk(child, node_id, child_colour)
+        if node.kind != "project":
+            unallocated = self._rests(node, node_id, effective, children_total)
+            # Rounding must never make a ring larger than its parent (Plotly would drop it).
+            self.values[position] = round(max(effective, children_total + unallocated), 4)
+        return self.values[position]
+
+    def _rests(self, node, node_id: str, effective: float, children_total: float) -> float:
+        """Add the "Unallocated" and "Not visible to you" wedges of a parent; return the
+        unallocated value."""
+        unallocated = max(0.0, effective * float(node.unallocated or 0) / 100)
+        if unallocated > EPSILON:
+            self.add(
+                f"unallocated-{node_id}",
+                UNALLOCATED_LABEL,
+                node_id,
+                unallocated,
+                UNALLOCATED_COLOUR,
+                float(node.unallocated),
+            )
+        hidden = effective - unallocated - children_total
+        if hidden > EPSILON:
+            self.add(
+                f"hidden-{node_id}",
+                HIDDEN_LABEL,
+                node_id,
+                hidden,
+                HIDDEN_COLOUR,
+                hidden / effective * 100 if effective else 0.0,
+            )
+        return unallocated
+
+
 def tree_sunburst(root, *, cluster_gpus: int) -> dict:
     """A sunburst of effective shares (percent of the whole cluster) from a ``tree_for`` root.
 
@@ -53,80 +141,19 @@ def tree_sunburst(root, *, cluster_gpus: int) -> dict:
     Values are percents of the cluster; hover shows share of parent, percent of cluster and
     GPUs (effective share times ``cluster_gpus``).
     """
-    ids: list[str] = []
-    labels: list[str] = []
-    parents: list[str] = []
-    values: list[float] = []
-    colours: list[str] = []
-    text_colours: list[str] = []
-    customdata: list[list] = []
-
-    def add(node_id, label, parent_id, value, colour, share_of_parent, text_colour=DARK_TEXT):
-        ids.append(node_id)
-        text_colours.append(text_colour)
-        labels.append(label)
-        parents.append(parent_id)
-        values.append(round(value, 4))
-        colours.append(colour)
-        customdata.append(
-            [
-                round(share_of_parent, 2),
-                round(value, 2),
-                round(value / 100 * cluster_gpus, 1),
-            ]
-        )
-
-    def walk(node, parent_id: str, colour: str) -> float:
-        """Add ``node`` and its subtree; return the value given to ``node``."""
-        node_id = _node_id(node)
-        effective = float(node.effective_share)
-        position = len(ids)
-        text_colour = LIGHT_TEXT if node.kind == "program" else DARK_TEXT
-        add(node_id, node.obj.name, parent_id, effective, colour, float(node.share), text_colour)
-        children_total = 0.0
-        for index, child in enumerate(node.children):
-            if node.kind == "organization":
-                child_colour = PROGRAM_COLOURS[index % len(PROGRAM_COLOURS)]
-            else:
-                child_colour = _tint(colour, 0.35 + 0.12 * (index % 4))
-            children_total += walk(child, node_id, child_colour)
-        if node.kind != "project":
-            unallocated = max(0.0, effective * float(node.unallocated or 0) / 100)
-            if unallocated > EPSILON:
-                add(
-                    f"unallocated-{node_id}",
-                    UNALLOCATED_LABEL,
-                    node_id,
-                    unallocated,
-                    UNALLOCATED_COLOUR,
-                    float(node.unallocated),
-                )
-            hidden = effective - unallocated - children_total
-            if hidden > EPSILON:
-                add(
-                    f"hidden-{node_id}",
-                    HIDDEN_LABEL,
-                    node_id,
-                    hidden,
-                    HIDDEN_COLOUR,
-                    hidden / effective * 100 if effective else 0.0,
-                )
-            # Rounding must never make a ring larger than its parent (Plotly would drop it).
-            values[position] = round(max(effective, children_total + unallocated), 4)
-        return values[position]
-
-    walk(root, "", ROOT_COLOUR)
+    wedges = _Wedges(cluster_gpus=cluster_gpus)
+    wedges.walk(root, "", ROOT_COLOUR)
     sunburst = {
         "type": "sunburst",
-        "ids": ids,
-        "labels": labels,
-        "parents": parents,
-        "values": values,
+        "ids": wedges.ids,
+        "labels": wedges.labels,
+        "parents": wedges.parents,
+        "values": wedges.values,
         "branchvalues": "total",
-        "marker": {"colors": colours, "line": {"color": "#ffffff", "width": 1.5}},
-        "textfont": {"color": text_colours},
-        "insidetextfont": {"color": text_colours},
-        "customdata": customdata,
+        "marker": {"colors": wedges.colours, "line": {"color": "#ffffff", "width": 1.5}},
+        "textfont": {"color": wedges.text_colours},
+        "insidetextfont": {"color": wedges.text_colours},
+        "customdata": wedges.customdata,
         "hovertemplate": (
             "<b>%{label}</b><br>%{customdata[0]:.2f} % of parent"
             "<br>%{customdata[1]:.2f} % of the cluster"

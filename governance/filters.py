@@ -14,14 +14,7 @@ from django.db.models import Q
 
 from governance.choices import ApprovalState
 from governance.fields import InstantFilter
-from governance.models import (
-    Allocation,
-    ApprovalRequest,
-    Cluster,
-    Organization,
-    Program,
-    Project,
-)
+from governance.models import Allocation, ApprovalRequest, Cluster, Organization, Program, Project
 from governance.selectors.approvals import approval_inbox, approval_requests_by
 from governance.views.common import visibility_of
 

@@ -7,6 +7,7 @@ need the database (siblings ≤ 100 % over time, who may decide what) stay in th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -41,6 +42,22 @@ SERVICE_FIELD_ALIASES = {
 def start_of_day(day: date) -> datetime:
     """Midnight at the start of ``day`` in the site's time zone."""
     return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def service_errors_add(
+    form: forms.Form, error: ValidationError, field_for: Callable[[str], str | None]
+) -> None:
+    """Show a service's ``ValidationError`` on ``form``: each message of a field the service
+    names goes on the form field ``field_for`` gives (``None``: above the form), and a
+    message that names no field goes above the form."""
+    if not hasattr(error, "error_dict"):
+        for message in error.messages:
+            form.add_error(None, message)
+        return
+    for key, messages in error.message_dict.items():
+        target = field_for(key)
+        for message in messages:
+            form.add_error(target, message)
 
 
 class TreeFilterForm(forms.Form):
@@ -228,16 +245,15 @@ class SplitForm(forms.Form):
 
     def add_service_errors(self, error: ValidationError) -> None:
         """Show a service's refusal next to the field it names (else above the form)."""
-        if not hasattr(error, "error_dict"):
-            for message in error.messages:
-                self.add_error(None, message)
-            return
-        for key, messages in error.message_dict.items():
+
+        def field_for(key: str) -> str | None:
+            """The form field a service's error key belongs on (an alias, or the field itself)."""
             target = SERVICE_FIELD_ALIASES.get(key)
             if target is None and key in self.fields:
                 target = key
-            for message in messages:
-                self.add_error(target, message)
+            return target
+
+        service_errors_add(self, error, field_for)
 
 
 class DecisionForm(forms.Form):
@@ -264,10 +280,4 @@ class DecisionForm(forms.Form):
 
     def add_service_errors(self, error: ValidationError) -> None:
         """Put a service's refusal on the comment field or above the form."""
-        if not hasattr(error, "error_dict"):
-            for message in error.messages:
-                self.add_error(None, message)
-            return
-        for key, messages in error.message_dict.items():
-            for message in messages:
-                self.add_error("comment" if key == "comment" else None, message)
+        service_errors_add(self, error, lambda key: "comment" if key == "comment" else None)

@@ -50,7 +50,11 @@ DOMAIN_PARTS = {
 
 
 def _modules() -> dict[str, set[str]]:
-    """Every project module (migrations aside) → the absolute module names it imports."""
+    """Every project module (migrations aside) → the absolute module names it imports.
+
+    A package is named like the module it replaces (``governance.models``, not
+    ``governance.models.__init__``), as Python names it.
+    """
     out: dict[str, set[str]] = {}
     for app in APPS:
         for path in sorted((ROOT / app).rglob("*.py")):
@@ -63,7 +67,8 @@ def _modules() -> dict[str, set[str]]:
                     imported.add(node.module)
                 elif isinstance(node, ast.Import):
                     imported.update(alias.name for alias in node.names)
-            out[".".join(relative.parts)] = imported
+            parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+            out[".".join(parts)] = imported
     return out
 
 

@@ -20,10 +20,9 @@ from governance import filters
 from governance.api.views import resolve_visible
 from governance.reports.columns import report_filename
 from governance.reports.csv_writer import report_csv
-from governance.reports.query import report_query_parse
+from governance.reports.query import report_for_query, report_query_parse
 from governance.reports.xlsx_writer import report_xlsx
-from governance.selectors.reports import LEVELS, usage_report
-from governance.services.reports import usage_days_refresh_all
+from governance.selectors.reports import LEVELS
 
 
 class CSVRenderer(renderers.BaseRenderer):
@@ -150,15 +149,7 @@ class UsageReportView(APIView):
             program = resolve_visible(
                 vis.programs(), query.program_id, field="program", what="program"
             )
-        usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
-        report = usage_report(
-            visibility=vis,
-            start=query.start,
-            end=query.end,
-            level=query.level,
-            cluster=query.cluster,
-            program=program,
-        )
+        report = report_for_query(query=query, visibility=vis, program=program)
         kind = request.accepted_renderer.format
         if kind == "csv":
             return self._file(report_csv(report=report).encode(), report, "csv")

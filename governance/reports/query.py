@@ -8,10 +8,16 @@ from datetime import UTC, date, datetime
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from governance.models import Cluster
+from governance.models import Cluster, Program
 from governance.parsing import calendar_day, calendar_month, whole_number
-from governance.selectors.reports import LEVELS, report_period_of_month, report_validate_period
-from governance.services.reports import previous_month
+from governance.selectors.reports import (
+    LEVELS,
+    UsageReport,
+    report_period_of_month,
+    report_validate_period,
+    usage_report,
+)
+from governance.services.reports import previous_month, usage_days_refresh_all
 
 FORMATS = ("json", "csv", "xlsx")
 
@@ -107,4 +113,18 @@ def report_query_parse(
         program_id=program_id,
         period=period,
         month=f"{start:%Y-%m}",
+    )
+
+
+def report_for_query(*, query: ReportQuery, visibility, program: Program | None) -> UsageReport:
+    """The usage report ``query`` asks for, narrowed to ``program`` (which the caller resolved
+    from ``query.program_id``: the page answers 404, the API names the field)."""
+    usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
+    return usage_report(
+        visibility=visibility,
+        start=query.start,
+        end=query.end,
+        level=query.level,
+        cluster=query.cluster,
+        program=program,
     )

@@ -15,37 +15,22 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
-from governance.choices import ApprovalState, AuditAction, DecisionAction, NotificationKind
-from governance.models import (
-    Allocation,
-    ApprovalDecision,
-    ApprovalLine,
-    ApprovalRequest,
-    Cluster,
-    Organization,
-    Program,
-    Project,
-)
+from governance.choices import ApprovalState, DecisionAction
+from governance.models import ApprovalLine, ApprovalRequest, Cluster, Organization, Program, Project
 from governance.selectors.splits import request_rows
 from governance.selectors.tree import share_at
 from governance.selectors.visibility import user_visibility
-from governance.services.audit import audit_record, audit_share_change
-from governance.services.notifications import (
-    Notice,
-    notifications_settle,
-    notify,
-    request_deciders,
-    share_change_notify,
+from governance.services.approval_steps import (
+    apply_failed_record,
+    decision_record,
+    request_apply_locked,
+    request_locked,
+    require_decider,
+    require_requester,
 )
-from governance.services.shares import (
-    PAST_GRACE,
-    check_siblings_fit,
-    lock_parent,
-    validate_change,
-)
+from governance.services.shares import PAST_GRACE, check_siblings_fit, lock_parent, validate_change
 
 
 def approval_request_create(
@@ -111,9 +96,11 @@ def approval_request_create(
                 percent=percent,
                 previous_percent=share_at(node=node, cluster=cluster, at=start),
             )
-        _decide(approval_request, actor, DecisionAction.CREATE, ApprovalState.DRAFT, "", "", now)
+        decision_record(
+            approval_request, actor, DecisionAction.CREATE, ApprovalState.DRAFT, "", "", now
+        )
         if submit:
-            _decide(
+            decision_record(
                 approval_request,
                 actor,
                 DecisionAction.SUBMIT,
@@ -125,100 +112,12 @@ def approval_request_create(
     return approval_request
 
 
-def _decide(
-    approval_request: ApprovalRequest,
-    actor,
-    action: DecisionAction,
-    to_state: ApprovalState,
-    from_state: str,
-    comment: str,
-    now: datetime,
-) -> None:
-    """Move the request to ``to_state`` at ``now`` and append the decision (caller holds the
-    row lock).
-
-    Decisions that change the request's state (not its creation as a draft) also go to the
-    audit trail, in the same transaction.
-    """
-    approval_request.state = to_state
-    approval_request.updated_at = now
-    approval_request.save(update_fields=["state", "updated_at"])
-    ApprovalDecision.objects.create(
-        request=approval_request,
-        actor=actor,
-        action=action,
-        from_state=from_state,
-        to_state=to_state,
-        comment=comment or "",
-        at=now,
-    )
-    _tell(approval_request, action, actor, comment, now)
-    if action in AUDITED_DECISIONS:
-        audit_record(
-            action=AUDITED_DECISIONS[action],
-            organization_id=approval_request.organization_id,
-            actor=actor,
-            object_kind="approval_request",
-            object_id=approval_request.pk,
-            object_label=(
-                f"Request #{approval_request.pk} ({approval_request.parent} "
-                f"on {approval_request.cluster.name})"
-            ),
-            before={"state": from_state} if from_state else {},
-            after={"state": to_state},
-            reason=comment,
-            at=now,
-        )
-
-
-# Decision → audit action (creating a draft changes nothing yet; a failed apply neither).
-AUDITED_DECISIONS = {
-    DecisionAction.SUBMIT: AuditAction.APPROVAL_SUBMITTED,
-    DecisionAction.APPROVE: AuditAction.APPROVAL_APPROVED,
-    DecisionAction.REJECT: AuditAction.APPROVAL_REJECTED,
-    DecisionAction.WITHDRAW: AuditAction.APPROVAL_WITHDRAWN,
-    DecisionAction.APPLY: AuditAction.APPROVAL_APPLIED,
-}
-
-
-def _locked(approval_request: ApprovalRequest, *, expected: tuple[str, ...]) -> ApprovalRequest:
-    """Re-read the request under a row lock; refuse on ``state`` unless it is in ``expected``.
-
-    Reading again inside the lock is what makes "a decided request cannot be decided again"
-    hold when two people click at the same moment.
-    """
-    fresh = ApprovalRequest.objects.select_for_update().get(pk=approval_request.pk)
-    if fresh.state not in expected:
-        raise ValidationError(
-            {
-                "state": [
-                    f"Request #{fresh.pk} is {fresh.get_state_display().lower()}; it cannot be changed now."
-                ]
-            }
-        )
-    return fresh
-
-
-def _require_requester(actor, approval_request: ApprovalRequest, verb: str) -> None:
-    if actor is None or approval_request.requested_by_id != actor.pk:
-        raise PermissionDenied(f"Only the requester may {verb} this request.")
-
-
-def _require_decider(actor, approval_request: ApprovalRequest, verb: str) -> None:
-    if actor is not None and approval_request.requested_by_id == actor.pk:
-        raise PermissionDenied(f"You cannot {verb} your own request.")
-    if not user_visibility(user=actor).can_decide(approval_request):
-        raise PermissionDenied(
-            f"Only a manager of {approval_request.parent} may {verb} this request."
-        )
-
-
 def approval_submit(*, actor, approval_request: ApprovalRequest) -> ApprovalRequest:
     """Submit a draft so the managers of its parent see it in their inbox (requester only)."""
-    _require_requester(actor, approval_request, "submit")
+    require_requester(actor, approval_request, "submit")
     with transaction.atomic():
-        fresh = _locked(approval_request, expected=(ApprovalState.DRAFT,))
-        _decide(
+        fresh = request_locked(approval_request, expected=(ApprovalState.DRAFT,))
+        decision_record(
             fresh,
             actor,
             DecisionAction.SUBMIT,
@@ -234,10 +133,12 @@ def approval_withdraw(
     *, actor, approval_request: ApprovalRequest, comment: str = ""
 ) -> ApprovalRequest:
     """Withdraw a draft or submitted request (requester only); it is kept with its history."""
-    _require_requester(actor, approval_request, "withdraw")
+    require_requester(actor, approval_request, "withdraw")
     with transaction.atomic():
-        fresh = _locked(approval_request, expected=(ApprovalState.DRAFT, ApprovalState.SUBMITTED))
-        _decide(
+        fresh = request_locked(
+            approval_request, expected=(ApprovalState.DRAFT, ApprovalState.SUBMITTED)
+        )
+        decision_record(
             fresh,
             actor,
             DecisionAction.WITHDRAW,
@@ -255,12 +156,12 @@ def approval_reject(
     """Reject a submitted request; the comment (required) tells the requester why. ``now``:
     the moment of the decision (default: the current time)."""
     now = now or timezone.now()
-    _require_decider(actor, approval_request, "reject")
+    require_decider(actor, approval_request, "reject")
     if not str(comment or "").strip():
         raise ValidationError({"comment": ["Say why the request is rejected."]})
     with transaction.atomic():
-        fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
-        _decide(
+        fresh = request_locked(approval_request, expected=(ApprovalState.SUBMITTED,))
+        decision_record(
             fresh, actor, DecisionAction.REJECT, ApprovalState.REJECTED, fresh.state, comment, now
         )
     return fresh
@@ -283,11 +184,11 @@ def approval_approve(
     ``approvals_apply_due`` applies them. ``now``: the moment of the decision (default: the
     current time).
     """
-    _require_decider(actor, approval_request, "approve")
+    require_decider(actor, approval_request, "approve")
     now = now or timezone.now()
     with transaction.atomic():
         lock_parent(approval_request.parent)
-        fresh = _locked(approval_request, expected=(ApprovalState.SUBMITTED,))
+        fresh = request_locked(approval_request, expected=(ApprovalState.SUBMITTED,))
         if fresh.effective_to is not None and fresh.effective_to <= now:
             raise ValidationError({"effective_to": ["The requested window has already ended."]})
         start = max(fresh.effective_from, now)
@@ -297,138 +198,12 @@ def approval_approve(
             new_rows=request_rows(fresh, valid_from=start),
             exclude_request_id=fresh.pk,
         )
-        _decide(
+        decision_record(
             fresh, actor, DecisionAction.APPROVE, ApprovalState.APPROVED, fresh.state, comment, now
         )
         if fresh.effective_from <= now:
-            _apply_locked(fresh, valid_from=start, set_by=actor, actor=actor, now=now)
+            request_apply_locked(fresh, valid_from=start, set_by=actor, actor=actor, now=now)
     return fresh
-
-
-def _apply_locked(
-    approval_request: ApprovalRequest, *, valid_from: datetime, set_by, now: datetime, actor=None
-) -> None:
-    """Append the request's allocation rows at ``now`` and mark it applied (caller holds both
-    locks).
-
-    The share change goes to the audit trail with ``actor`` (the approver when approving
-    applies at once; ``None``, the system, when the beat applies it at its date).
-    """
-    lines = list(approval_request.lines.select_related("program__organization", "project"))
-    cluster = approval_request.cluster
-    before = {line.node: share_at(node=line.node, cluster=cluster, at=valid_from) for line in lines}
-    for line in lines:
-        Allocation.objects.create(
-            cluster=approval_request.cluster,
-            program=line.program,
-            project=line.project,
-            percent=line.percent,
-            valid_from=valid_from,
-            valid_to=approval_request.effective_to,
-            set_by=set_by,
-            reason=f"{approval_request.reason} (request #{approval_request.pk})",
-            approval_request=approval_request,
-            created_at=now,
-        )
-    audit_share_change(
-        actor=actor,
-        parent=approval_request.parent,
-        cluster=cluster,
-        before=before,
-        after={line.node: line.percent for line in lines},
-        valid_from=valid_from,
-        valid_to=approval_request.effective_to,
-        reason=f"{approval_request.reason} (request #{approval_request.pk})",
-        at=now,
-    )
-    share_change_notify(
-        actor=actor,
-        cluster=cluster,
-        before=before,
-        after={line.node: line.percent for line in lines},
-        valid_from=valid_from,
-        valid_to=approval_request.effective_to,
-        reason=f"{approval_request.reason} (request #{approval_request.pk})",
-        now=now,
-        requester=approval_request.requested_by,
-    )
-    _decide(
-        approval_request,
-        None,
-        DecisionAction.APPLY,
-        ApprovalState.APPLIED,
-        ApprovalState.APPROVED,
-        f"Applied from {timezone.localtime(valid_from):%Y-%m-%d %H:%M %Z}.",
-        now,
-    )
-
-
-# What a requester is told about their request, per decision.
-DECIDED_WORDS = {
-    DecisionAction.APPROVE: "was approved",
-    DecisionAction.REJECT: "was rejected",
-    DecisionAction.APPLY: "was applied: the new shares are in force",
-    DecisionAction.APPLY_FAILED: "could not be applied",
-}
-
-
-def _tell(approval_request: ApprovalRequest, action: str, actor, comment: str, now) -> None:
-    """Notify the people a decision concerns: the deciders when a request is submitted, the
-    requester when it is decided, applied or cannot be applied."""
-    label = f"Request #{approval_request.pk} ({approval_request.parent} on {approval_request.cluster.name})"
-    link = reverse("approval-detail", args=[approval_request.pk])
-    by = f" by {actor.get_username()}" if actor is not None else ""
-    if action == DecisionAction.SUBMIT:
-        notify(
-            recipients=request_deciders(approval_request),
-            notice=Notice(
-                kind=NotificationKind.APPROVAL_AWAITING,
-                title=f"{label} awaits your decision",
-                body=f"Asked{by}: {approval_request.reason}",
-                link=link,
-                organization_id=approval_request.organization_id,
-                event_key=f"approval:{approval_request.pk}:submitted:{now.isoformat()}",
-            ),
-            now=now,
-        )
-        return
-    if action in (DecisionAction.APPROVE, DecisionAction.REJECT, DecisionAction.WITHDRAW):
-        # Decided or withdrawn: nobody else needs to act on it any more.
-        notifications_settle(
-            kind=NotificationKind.APPROVAL_AWAITING,
-            event_prefix=f"approval:{approval_request.pk}:submitted:",
-            now=now,
-        )
-    if action in DECIDED_WORDS:
-        notify(
-            recipients=[approval_request.requested_by],
-            notice=Notice(
-                kind=NotificationKind.APPROVAL_DECIDED,
-                title=f"Your {label[0].lower()}{label[1:]} {DECIDED_WORDS[action]}{by}",
-                body=comment or "",
-                link=link,
-                organization_id=approval_request.organization_id,
-                event_key=f"approval:{approval_request.pk}:{action}:{now.isoformat()}",
-            ),
-            now=now,
-        )
-
-
-def _record_apply_failed(approval_request: ApprovalRequest, reason: str, now: datetime) -> None:
-    # The beat retries every minute; one note per distinct reason keeps the history readable.
-    last = approval_request.decisions.order_by("-at", "-id").first()
-    if last and last.action == DecisionAction.APPLY_FAILED and last.comment == reason:
-        return
-    ApprovalDecision.objects.create(
-        request=approval_request,
-        actor=None,
-        action=DecisionAction.APPLY_FAILED,
-        from_state=ApprovalState.APPROVED,
-        to_state=ApprovalState.APPROVED,
-        comment=reason,
-        at=now,
-    )
-    _tell(approval_request, DecisionAction.APPLY_FAILED, None, reason, now)
 
 
 def approval_apply(
@@ -450,7 +225,7 @@ def approval_apply(
         if fresh.state != ApprovalState.APPROVED or fresh.effective_from > now:
             return fresh
         if fresh.effective_to is not None and fresh.effective_to <= now:
-            _record_apply_failed(fresh, "Its window ended before it could be applied.", now)
+            apply_failed_record(fresh, "Its window ended before it could be applied.", now)
             return fresh
         # On time (or late by no more than the beat's lag) the rows start exactly at the
         # effective date; a request applied much later starts now, never rewriting history.
@@ -463,13 +238,13 @@ def approval_apply(
                 exclude_request_id=fresh.pk,
             )
         except ValidationError as exc:
-            _record_apply_failed(fresh, " ".join(exc.messages), now)
+            apply_failed_record(fresh, " ".join(exc.messages), now)
             return fresh
         approval = (
             fresh.decisions.filter(action=DecisionAction.APPROVE).order_by("-at", "-id").first()
         )
         set_by = approval.actor if approval and approval.actor else fresh.requested_by
-        _apply_locked(fresh, valid_from=start, set_by=set_by, now=now)
+        request_apply_locked(fresh, valid_from=start, set_by=set_by, now=now)
     return fresh
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from typing import NamedTuple
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -20,6 +21,15 @@ TWO_PLACES = Decimal("0.01")
 # A form rendered with "now" is submitted a little later; a start that recent is taken as now
 # rather than refused as rewriting history.
 PAST_GRACE = timedelta(minutes=15)
+
+
+class ValidChange(NamedTuple):
+    """A change of shares that passed ``validate_change``: each child's new percent, in the
+    order given, and the window ``[start, end)`` it applies to (``end`` None: open)."""
+
+    items: list[tuple[Program | Project, Decimal]]
+    start: datetime
+    end: datetime | None
 
 
 def parse_percent(value, *, label: str) -> Decimal:
@@ -56,7 +66,7 @@ def validate_change(
     now: datetime,
     start_field: str,
     end_field: str,
-) -> tuple[list[tuple[Program | Project, Decimal]], datetime, datetime | None]:
+) -> ValidChange:
     """Check a requested change of children's shares; return (node, percent) pairs and window.
 
     Raises one ``ValidationError`` naming every offending field. ``start`` defaults to ``now``
@@ -99,7 +109,7 @@ def validate_change(
         errors.setdefault(end_field, []).append(f"Must be after {start_field}.")
     if errors:
         raise ValidationError(errors)
-    return items, start, end
+    return ValidChange(items, start, end)
 
 
 def lock_parent(parent: Organization | Program) -> None:

@@ -9,6 +9,7 @@ bad input is shown next to the field it names (the page) or a 400 (the downloads
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
+from typing import NamedTuple
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -19,10 +20,9 @@ from django.views.decorators.http import require_safe
 
 from governance.reports.columns import report_filename
 from governance.reports.csv_writer import report_csv
-from governance.reports.query import report_query_parse
+from governance.reports.query import ReportQuery, report_for_query, report_query_parse
 from governance.reports.xlsx_writer import report_xlsx
-from governance.selectors.reports import LEVELS, usage_report
-from governance.services.reports import usage_days_refresh_all
+from governance.selectors.reports import LEVELS, UsageReport
 from governance.views.common import visibility_of
 from governance.views.report_rows import report_row_html
 
@@ -58,8 +58,17 @@ def _cells(row) -> dict[str, str]:
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-def _report(request: HttpRequest):
-    """(report, query, errors) for the request; report is None when the input was refused."""
+class _Asked(NamedTuple):
+    """The report a request asks for: ``report`` and ``query`` are None when the input was
+    refused, and ``errors`` then names each bad field."""
+
+    report: UsageReport | None
+    query: ReportQuery | None
+    errors: dict[str, list[str]]
+
+
+def _report(request: HttpRequest) -> _Asked:
+    """The report the request asks for, or the reasons its input was refused."""
     vis = visibility_of(request)
     if not vis.can_view_reports:
         raise PermissionDenied("Usage reports are for finance and org admins.")
@@ -68,20 +77,12 @@ def _report(request: HttpRequest):
         # on a new installation, and this month is what people check during it.
         query = report_query_parse(params=request.GET, visibility=vis, default_month="current")
     except ValidationError as exc:
-        return None, None, exc.message_dict
+        return _Asked(None, None, exc.message_dict)
     program = None
     if query.program_id is not None:
         program = get_object_or_404(vis.programs(), pk=query.program_id)
-    usage_days_refresh_all()  # the daily cache: closed days not rolled yet (cheap when none)
-    report = usage_report(
-        visibility=vis,
-        start=query.start,
-        end=query.end,
-        level=query.level,
-        cluster=query.cluster,
-        program=program,
-    )
-    return report, query, {}
+    report = report_for_query(query=query, visibility=vis, program=program)
+    return _Asked(report, query, {})
 
 
 @login_required

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
@@ -16,7 +17,7 @@ from django.utils.http import urlencode
 
 from governance.fields import DayFormField
 from governance.forms import SplitForm, SplitRow, start_of_day
-from governance.models import Program
+from governance.models import Cluster, Organization, Program
 from governance.selectors.tree import children_shares, share_at
 from governance.services.allocations import allocation_split
 from governance.services.approvals import approval_request_create
@@ -29,6 +30,19 @@ def _visible_child_ids(vis, parent) -> set[int]:
     return set(queryset.values_list("id", flat=True))
 
 
+@dataclass(frozen=True)
+class _Editor:
+    """What the split editor works on: the node whose children are split, on which cluster,
+    from which day, and the rows of the children the user sees."""
+
+    cluster: Cluster
+    parent: Organization | Program
+    manage: bool  # the user manages the node (saves directly) rather than asks
+    day: date | None  # the future day the change starts on; None: today
+    rows: list[SplitRow]
+    complete: bool  # the user sees every child, so the sum is shown and checked
+
+
 @login_required
 def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> HttpResponse:
     """Edit the shares of a node's children on one cluster.
@@ -38,6 +52,20 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
     their program's share) sends an approval request with ``approval_request_create``. Seeing
     the node without either right is a 403; not seeing it is a 404.
     """
+    editor = _editor(request, cluster_id, kind, pk)
+    if request.method == "POST":
+        form = SplitForm(request.POST, rows=editor.rows, day=editor.day)
+        done = _submit(request, form, editor)
+        if done is not None:
+            return done
+    else:
+        form = SplitForm(rows=editor.rows, day=editor.day, initial={"valid_from": editor.day})
+    return render(request, "governance/split.html", _context(editor, form, kind))
+
+
+def _editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> _Editor:
+    """The node, cluster and rows the request asks for (404 when not visible, 403 when the
+    user may neither change nor ask to change any child)."""
     vis = visibility_of(request)
     if kind not in ("organization", "program"):
         raise Http404("Only organizations and programs are split among children.")
@@ -64,27 +92,38 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
             f"Your role lets you see how {parent.name} is split, but not change it or ask "
             "for a change."
         )
-    # The sum is only shown (and checked here) when the user sees every child.
-    complete = len(rows) == len(all_children)
+    return _Editor(
+        cluster=cluster,
+        parent=parent,
+        manage=manage,
+        day=day,
+        rows=rows,
+        complete=len(rows) == len(all_children),
+    )
 
-    if request.method == "POST":
-        form = SplitForm(request.POST, rows=rows, day=day)
-        if "preview" in request.POST:
-            previewed = _preview(request, form, parent, cluster)
-            if previewed is not None:
-                return previewed
-        elif form.is_valid():
-            percents = form.percents_to_save()
-            start, end = form.window()
-            try:
-                if manage:
-                    return _save_split(request, form, parent, cluster, percents, start, end)
-                return _send_request(request, form, parent, cluster, percents, start, end)
-            except ValidationError as error:
-                form.add_service_errors(error)
-    else:
-        form = SplitForm(rows=rows, day=day, initial={"valid_from": day})
 
+def _submit(request: HttpRequest, form: SplitForm, editor: _Editor) -> HttpResponse | None:
+    """Preview, save or send the posted split; None (the editor again, with the form's
+    errors) when it cannot be done."""
+    parent, cluster = editor.parent, editor.cluster
+    if "preview" in request.POST:
+        return _preview(request, form, parent, cluster)
+    if not form.is_valid():
+        return None
+    percents = form.percents_to_save()
+    start, end = form.window()
+    try:
+        if editor.manage:
+            return _save_split(request, form, parent, cluster, percents, start, end)
+        return _send_request(request, form, parent, cluster, percents, start, end)
+    except ValidationError as error:
+        form.add_service_errors(error)
+    return None
+
+
+def _context(editor: _Editor, form: SplitForm, kind: str) -> dict:
+    """The template's context: the rows with their fields and GPUs, and the totals."""
+    parent, cluster, rows = editor.parent, editor.cluster, editor.rows
     current_total = sum((row.current for row in rows), Decimal("0"))
     parent_share = (
         share_at(node=parent, cluster=cluster) if isinstance(parent, Program) else Decimal(100)
@@ -98,23 +137,22 @@ def split_editor(request: HttpRequest, cluster_id: int, kind: str, pk: int) -> H
         }
         for row in rows
     ]
-    context = {
+    return {
         "cluster": cluster,
         "parent": parent,
         "kind": kind,
         "form": form,
         "table": table,
-        "manage": manage,
-        "complete": complete,
+        "manage": editor.manage,
+        "complete": editor.complete,
         "current_total": current_total,
         "current_rest": max(Decimal(100) - current_total, Decimal(0)),
         "parent_gpus": parent_gpus,
         "parent_share": parent_share,
         "child_word": "projects" if isinstance(parent, Program) else "programs",
         "tree_url": reverse("tree", args=[cluster.pk]),
-        "day": day,
+        "day": editor.day,
     }
-    return render(request, "governance/split.html", context)
 
 
 def _preview(request, form, parent, cluster) -> HttpResponse | None:

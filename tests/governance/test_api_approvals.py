@@ -1,7 +1,7 @@
 """Approval requests and splits through the API: create, list (mine / inbox), detail with
 lines and decisions, submit, approve, reject, withdraw, and a manager's direct split.
 
-Refusals (bad input, deciding what you may not) are in ``test_api_bad_input.py``.
+Refusals (bad input, deciding what you may not) are in ``api_bad_input/``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ past 100 %), then compares:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -94,87 +94,131 @@ def test_the_tree_at_every_instant_is_what_was_saved(personas, operations):
 
 
 def _run(personas, operations) -> None:
-    today = timezone.localdate()
-    manager = Client()
-    manager.force_login(personas.program_manager)
-    url = reverse("split", args=[personas.cluster.pk, "program", personas.program_a.pk])
-    nodes = {"Detection": personas.project_a1, "Segmentation": personas.project_a2}
-    names = {node.pk: name for name, node in nodes.items()}
-    seq = 0
-    entries = [
-        Entry(a.node.name, a.percent, a.valid_from, a.valid_to, (seq := seq + 1))
-        for a in Allocation.objects.filter(
-            cluster=personas.cluster, project__program=personas.program_a
-        ).order_by("id")
-    ]
+    run = _ModelRun.start(personas)
+    for op in operations:
+        if op["kind"] == "split":
+            run.split(op)
+        else:
+            run.request(op)
+    run.check_every_instant()
 
-    def tree(at: datetime) -> dict[str, Decimal]:
-        shares = shares_at(cluster=personas.cluster, at=at)
-        found = {names[pk]: shares.get(("project", pk), Decimal(0)) for pk in names}
+
+@dataclass
+class _ModelRun:
+    """One example: the manager's editor, the model's rows, and the tree read back."""
+
+    personas: object
+    today: date
+    manager: Client
+    url: str
+    names: dict[int, str]  # project pk → its name in the model
+    entries: list[Entry]
+    seq: int
+
+    @classmethod
+    def start(cls, personas) -> _ModelRun:
+        """The model of the rows stored before any operation, and a signed-in manager."""
+        manager = Client()
+        manager.force_login(personas.program_manager)
+        nodes = {"Detection": personas.project_a1, "Segmentation": personas.project_a2}
+        seq = 0
+        entries = [
+            Entry(a.node.name, a.percent, a.valid_from, a.valid_to, (seq := seq + 1))
+            for a in Allocation.objects.filter(
+                cluster=personas.cluster, project__program=personas.program_a
+            ).order_by("id")
+        ]
+        return cls(
+            personas=personas,
+            today=timezone.localdate(),
+            manager=manager,
+            url=reverse("split", args=[personas.cluster.pk, "program", personas.program_a.pk]),
+            names={node.pk: name for name, node in nodes.items()},
+            entries=entries,
+            seq=seq,
+        )
+
+    def tree(self, at: datetime) -> dict[str, Decimal]:
+        shares = shares_at(cluster=self.personas.cluster, at=at)
+        found = {self.names[pk]: shares.get(("project", pk), Decimal(0)) for pk in self.names}
         return {name: value for name, value in found.items() if value}
 
-    for op in operations:
-        day = today + timedelta(days=op["start"])
+    def _window(self, op) -> tuple[date, date | None]:
+        day = self.today + timedelta(days=op["start"])
         until = day + timedelta(days=op["length"]) if op["length"] else None
+        return day, until
+
+    def split(self, op) -> None:
+        """Open the editor for the start day, edit, save; check the tree against it."""
+        day, until = self._window(op)
+        start = start_of_day(day)
+        names = self.names
+        before = _ids()
+        query = {"valid_from": day.isoformat()} if op["start"] else {}
+        page = self.manager.get(self.url, query)
+        shown = {item["row"].node.pk: item["row"].current for item in page.context["table"]}
+        typed = {
+            pk: op[name.lower()] if op[name.lower()] is not None else shown[pk]
+            for pk, name in names.items()
+        }
+        response = self.manager.post(
+            self.url,
+            {
+                **{f"percent_{pk}": str(value) for pk, value in typed.items()},
+                "reason": "Model test.",
+                "valid_from": day.isoformat() if op["start"] else "",
+                "valid_to": until.isoformat() if until else "",
+                "shown_for": day.isoformat() if op["start"] else "",
+            },
+        )
+        if response.status_code != 302:
+            assert _ids() == before  # refused: nothing written
+            return
+        at = start if op["start"] else _created(before)
+        # The editor's promise: from its start, every child is what it showed.
+        expected = {names[pk]: value for pk, value in typed.items() if value}
+        assert self.tree(at) == expected
+        self.seq = _record_new(self.entries, before, names, self.seq)
+        written = {names[a.project_id] for a in Allocation.objects.exclude(id__in=before)}
+        if until:
+            assert written == {n for n, v in expected.items()} | {
+                names[pk] for pk, v in shown.items() if v
+            }
+        else:
+            assert written == {names[pk] for pk in typed if typed[pk] != shown[pk]}
+
+    def request(self, op) -> None:
+        """The PI asks for Detection's new percent and the manager approves (or it is refused)."""
+        personas = self.personas
+        day, until = self._window(op)
         start = start_of_day(day)
         before = _ids()
-        if op["kind"] == "split":
-            query = {"valid_from": day.isoformat()} if op["start"] else {}
-            page = manager.get(url, query)
-            shown = {item["row"].node.pk: item["row"].current for item in page.context["table"]}
-            typed = {
-                pk: op[name.lower()] if op[name.lower()] is not None else shown[pk]
-                for pk, name in names.items()
-            }
-            response = manager.post(
-                url,
-                {
-                    **{f"percent_{pk}": str(value) for pk, value in typed.items()},
-                    "reason": "Model test.",
-                    "valid_from": day.isoformat() if op["start"] else "",
-                    "valid_to": until.isoformat() if until else "",
-                    "shown_for": day.isoformat() if op["start"] else "",
-                },
+        try:
+            request = approval_request_create(
+                actor=personas.pi,
+                parent=personas.program_a,
+                cluster=personas.cluster,
+                percents={personas.project_a1: op["detection"]},
+                reason="Model test.",
+                effective_from=start if op["start"] else None,
+                effective_to=start_of_day(until) if until else None,
             )
-            if response.status_code != 302:
-                assert _ids() == before  # refused: nothing written
-                continue
-            at = start if op["start"] else _created(before)
-            # The editor's promise: from its start, every child is what it showed.
-            expected = {names[pk]: value for pk, value in typed.items() if value}
-            assert tree(at) == expected
-            seq = _record_new(entries, before, names, seq)
-            written = {names[a.project_id] for a in Allocation.objects.exclude(id__in=before)}
-            if until:
-                assert written == {n for n, v in expected.items()} | {
-                    names[pk] for pk, v in shown.items() if v
-                }
-            else:
-                assert written == {names[pk] for pk in typed if typed[pk] != shown[pk]}
-        else:
-            try:
-                request = approval_request_create(
-                    actor=personas.pi,
-                    parent=personas.program_a,
-                    cluster=personas.cluster,
-                    percents={personas.project_a1: op["detection"]},
-                    reason="Model test.",
-                    effective_from=start if op["start"] else None,
-                    effective_to=start_of_day(until) if until else None,
-                )
-                approval_approve(actor=personas.program_manager, approval_request=request)
-            except ValidationError:
-                assert _ids() == before  # refused: nothing written
-                continue
-            seq = _record_new(entries, before, names, seq)
+            approval_approve(actor=personas.program_manager, approval_request=request)
+        except ValidationError:
+            assert _ids() == before  # refused: nothing written
+            return
+        self.seq = _record_new(self.entries, before, self.names, self.seq)
 
-    instants = {start_of_day(today + timedelta(days=d)) for d in range(2 * HORIZON + 2)}
-    instants |= {e.start for e in entries} | {e.end for e in entries if e.end}
-    for at in sorted(instants):
-        if at < entries[0].start:
-            continue
-        assert tree(at) == model_tree(entries, at), at
-        assert sum(tree(at).values(), Decimal(0)) <= 100, at
+    def check_every_instant(self) -> None:
+        """The tree at every day boundary and every row's edge is the model's, within 100 %."""
+        entries, tree = self.entries, self.tree
+        instants = {start_of_day(self.today + timedelta(days=d)) for d in range(2 * HORIZON + 2)}
+        instants |= {e.start for e in entries} | {e.end for e in entries if e.end}
+        for at in sorted(instants):
+            if at < entries[0].start:
+                continue
+            assert tree(at) == model_tree(entries, at), at
+            assert sum(tree(at).values(), Decimal(0)) <= 100, at
 
 
 def _ids() -> list[int]:

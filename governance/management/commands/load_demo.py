@@ -1,6 +1,6 @@
 """``manage.py load_demo``: the Philly demo organization, its shares, approvals and accounts.
 
-Built only from files bundled with the product (``scheduler/traces``): the budget tree of
+The pieces live in ``governance.management.demo``. Built only from files bundled with the product (``scheduler/traces``): the budget tree of
 ``philly_budgets.json`` — organization "Philly Research", programs vision/language/speech, the
 11 sized Philly VCs as projects — on one H100 cluster of 32 nodes x 8 GPUs. One demo account
 per persona; the accounts and their passwords are printed at the end.
@@ -12,73 +12,41 @@ demo accounts first and builds them again.
 
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import time
-from datetime import timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.password_validation import validate_password
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import ProtectedError
-from django.utils import timezone
 
-from governance.choices import Role
+from governance.management.demo.accounts import (
+    DEMO_ACCOUNTS,
+    demo_accounts_ensure,
+    demo_accounts_table,
+    demo_roles_ensure,
+)
+from governance.management.demo.requests import demo_requests_create
+from governance.management.demo.tree import (
+    CLUSTER,
+    ORGANIZATION,
+    demo_tree_ensure,
+    initial_shares_write,
+    load_budget_tree,
+)
 from governance.models import (
     Allocation,
     ApprovalRequest,
     Cluster,
     Organization,
-    Program,
     Project,
     RoleAssignment,
 )
-from governance.selectors.tree import ShareRow, node_key
-from governance.services.approvals import (
-    approval_approve,
-    approval_reject,
-    approval_request_create,
-)
-from governance.services.audit import audit_events_purge, audit_share_change
-from governance.services.shares import check_siblings_fit, lock_parent
-from scheduler.traces import PHILLY_BUDGETS, PHILLY_VCS
+from governance.services.audit import audit_events_purge
 
-ORGANIZATION = {"slug": "philly", "name": "Philly Research"}
-CLUSTER = {"slug": "h100", "name": "h100", "gpu_type": "h100", "nodes": 32, "gpus_per_node": 8}
-# The PI's project and its program, where the demo approval requests live.
-PI_PROJECT = "6214e9"
-PI_PROGRAM = "vision"
-# The PI's project starts below its size-proportional share; the applied request brings it
-# there, so today's shares equal the JSON and the history tells how.
-PI_PROJECT_START = Decimal("40.00")
-# Shares start before today so pages and reports over the last weeks have budgets to show.
-SHARES_SINCE = timedelta(days=30)
-
-# username, password, what the account is. Passwords pass Django's validators (checked).
-DEMO_ACCOUNTS = [
-    ("admin", "budget-admin-h100", "Org admin of Philly Research; Django admin"),
-    ("manager", "vision-manager-h100", "Program manager of Vision"),
-    ("pi", "project-lead-6214", "PI of VC 6214e9"),
-    ("researcher", "researcher-6214-gpu", "Researcher in VC 6214e9"),
-    ("finance", "finance-reports-h100", "Finance: reads the whole organization"),
-    ("outsider", "outsider-sees-nothing", "No role: sees nothing"),
-]
-
-
-def load_budget_tree() -> dict:
-    """The bundled budget tree, checked against the bundled VC list."""
-    tree = json.loads(PHILLY_BUDGETS.read_text())
-    with open(PHILLY_VCS, newline="") as f:
-        known_vcs = {row["vc"] for row in csv.DictReader(f)}
-    for program in tree["children"]:
-        for project in program["children"]:
-            if project["name"] not in known_vcs:
-                raise CommandError(f"{PHILLY_BUDGETS.name}: unknown VC {project['name']}")
-    return tree
+# The browser tests read the demo accounts from here.
+__all__ = ["DEMO_ACCOUNTS", "Command"]
 
 
 class Command(BaseCommand):
@@ -171,196 +139,19 @@ class Command(BaseCommand):
 
     # -- building ---------------------------------------------------------------------------
 
-    def _load(self, tree: dict) -> list[str]:
+    def _load(self, spec: dict) -> list[str]:
+        """Make whatever of the demo is missing; return what was made, in words."""
         created: list[str] = []
-        organization, new = Organization.objects.get_or_create(
-            slug=ORGANIZATION["slug"], defaults={"name": ORGANIZATION["name"]}
-        )
-        if new:
-            created.append("organization")
-        cluster, new = Cluster.objects.get_or_create(
-            organization=organization,
-            slug=CLUSTER["slug"],
-            defaults={k: v for k, v in CLUSTER.items() if k != "slug"},
-        )
-        if new:
-            created.append("cluster")
-
-        programs: dict[str, Program] = {}
-        projects: dict[str, Project] = {}
-        for program_spec in tree["children"]:
-            program, new = Program.objects.get_or_create(
-                organization=organization,
-                slug=program_spec["name"],
-                defaults={"name": program_spec["name"].capitalize()},
-            )
-            programs[program.slug] = program
-            for project_spec in program_spec["children"]:
-                vc = project_spec["name"]
-                project, new_project = Project.objects.get_or_create(
-                    program=program,
-                    slug=vc,
-                    defaults={"name": f"VC {vc}", "cost_centre": f"CC-{vc[:4].upper()}"},
-                )
-                projects[vc] = project
-                new = new or new_project
-            if new:
-                created.append(f"program {program.slug}")
-
-        users = self._accounts(created)
-        roles = [
-            (users["admin"], Role.ORG_ADMIN, {"organization": organization}),
-            (users["finance"], Role.FINANCE, {"organization": organization}),
-            (users["manager"], Role.PROGRAM_MANAGER, {"program": programs[PI_PROGRAM]}),
-            (users["pi"], Role.PI, {"project": projects[PI_PROJECT]}),
-            (users["researcher"], Role.RESEARCHER, {"project": projects[PI_PROJECT]}),
-        ]
-        for user, role, scope in roles:
-            _, new = RoleAssignment.objects.get_or_create(user=user, role=role, **scope)
-            if new:
-                created.append(f"role {role} for {user.username}")
-
-        if not Allocation.objects.filter(cluster=cluster).exists():
-            self._initial_shares(tree, organization, cluster, programs, projects, users["admin"])
+        tree = demo_tree_ensure(spec, created)
+        users = demo_accounts_ensure(created)
+        demo_roles_ensure(tree, users, created)
+        if not Allocation.objects.filter(cluster=tree.cluster).exists():
+            initial_shares_write(spec, tree, users["admin"])
             created.append("shares")
-        if not ApprovalRequest.objects.filter(organization=organization).exists():
-            self._approval_requests(cluster, programs, projects, users)
+        if not ApprovalRequest.objects.filter(organization=tree.organization).exists():
+            demo_requests_create(tree, users)
             created.append("approval requests")
         return created
-
-    def _accounts(self, created: list[str]) -> dict:
-        User = get_user_model()
-        users = {}
-        for username, password, _ in DEMO_ACCOUNTS:
-            user, new = User.objects.get_or_create(
-                username=username, defaults={"email": f"{username}@philly.example.org"}
-            )
-            if new:
-                validate_password(password, user)
-                user.set_password(password)
-                if username == "admin":
-                    user.is_staff = user.is_superuser = True
-                user.save()
-                self._verified_email(user)
-                created.append(f"account {username}")
-            users[username] = user
-        return users
-
-    @staticmethod
-    def _verified_email(user) -> None:
-        # Sign-in by e-mail works without a verification round trip for demo accounts.
-        from allauth.account.models import EmailAddress
-
-        EmailAddress.objects.get_or_create(
-            user=user, email=user.email, defaults={"verified": True, "primary": True}
-        )
-
-    def _initial_shares(self, tree, organization, cluster, programs, projects, admin) -> None:
-        """The org admin's initial split, written as of ``SHARES_SINCE`` ago.
-
-        Written here rather than through ``allocation_split``, which refuses start dates in
-        the past (it never rewrites history); the same parent lock and 100 % check guard it.
-        """
-        since = timezone.now() - SHARES_SINCE
-        reason = "Initial budget: shares proportional to each VC's size in the Philly trace."
-        groups = [(organization, [(programs[p["name"]], p["share"]) for p in tree["children"]])]
-        for program_spec in tree["children"]:
-            shares = []
-            for project_spec in program_spec["children"]:
-                share = project_spec["share"]
-                if project_spec["name"] == PI_PROJECT:
-                    share = PI_PROJECT_START
-                shares.append((projects[project_spec["name"]], share))
-            groups.append((programs[program_spec["name"]], shares))
-        for parent, shares in groups:
-            lock_parent(parent)
-            rows = [
-                ShareRow(node_key(node), Decimal(str(share)), since, None, (2, i))
-                for i, (node, share) in enumerate(shares)
-            ]
-            check_siblings_fit(parent=parent, cluster=cluster, new_rows=rows)
-            for node, share in shares:
-                Allocation.objects.create(
-                    cluster=cluster,
-                    program=node if isinstance(node, Program) else None,
-                    project=node if isinstance(node, Project) else None,
-                    percent=Decimal(str(share)),
-                    valid_from=since,
-                    set_by=admin,
-                    reason=reason,
-                    created_at=since,
-                )
-            audit_share_change(
-                actor=admin,
-                parent=parent,
-                cluster=cluster,
-                before={},  # no share before the first split
-                after={node: Decimal(str(share)) for node, share in shares},
-                valid_from=since,
-                valid_to=None,
-                reason=reason,
-                at=since,
-            )
-
-    def _approval_requests(self, cluster, programs, projects, users) -> None:
-        """A rejected, an applied and a waiting request by the PI, decided by the manager,
-        through the real services at the moments they happened in the demo's past: rejected
-        three weeks ago, applied nine days ago (the history replay schedules with the share
-        it set from then on), one waiting since yesterday."""
-        vision, project = programs[PI_PROGRAM], projects[PI_PROJECT]
-        pi, manager = users["pi"], users["manager"]
-        target = self._json_share(PI_PROJECT)
-        now = timezone.now()
-
-        rejected = approval_request_create(
-            actor=pi,
-            parent=vision,
-            cluster=cluster,
-            percents={project: Decimal("60.00")},
-            reason="Scaling study for the CVPR submission needs 60 % of vision.",
-            now=now - timedelta(days=21, hours=3),
-        )
-        approval_reject(
-            actor=manager,
-            approval_request=rejected,
-            comment="That would take most of b436b2's share while its run is going. "
-            "Ask again once it finishes.",
-            now=now - timedelta(days=20, hours=22),
-        )
-        applied = approval_request_create(
-            actor=pi,
-            parent=vision,
-            cluster=cluster,
-            percents={project: target},
-            reason="Two new students start this month; bring 6214e9 to its size-proportional share.",
-            now=now - timedelta(days=10, hours=5),
-        )
-        approval_approve(
-            actor=manager,
-            approval_request=applied,
-            comment="Agreed: the free 2.1 % is yours.",
-            now=now - timedelta(days=9, hours=1),
-        )
-        today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-        next_monday = today + timedelta(days=7 - today.weekday())
-        approval_request_create(
-            actor=pi,
-            parent=vision,
-            cluster=cluster,
-            percents={project: Decimal("30.00")},
-            reason="Two weeks of paper writing: lending GPU time back to the program.",
-            effective_from=next_monday,
-            effective_to=next_monday + timedelta(days=14),
-            now=now - timedelta(hours=20),
-        )
-
-    @staticmethod
-    def _json_share(vc: str) -> Decimal:
-        for program in load_budget_tree()["children"]:
-            for project in program["children"]:
-                if project["name"] == vc:
-                    return Decimal(str(project["share"]))
-        raise CommandError(f"{vc} is not in {PHILLY_BUDGETS.name}")
 
     # -- reset and output -------------------------------------------------------------------
 
@@ -390,15 +181,5 @@ class Command(BaseCommand):
     def _print_accounts(self) -> None:
         self.stdout.write("")
         self.stdout.write(f"Demo accounts (sign in at {settings.SITE_URL}/):")
-        header = ("Username", "Password", "Role")
-        rows = [header, *DEMO_ACCOUNTS]
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        line = "  +-" + "-+-".join("-" * w for w in widths) + "-+"
-        self.stdout.write(line)
-        for i, row in enumerate(rows):
-            self.stdout.write(
-                "  | " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-            )
-            if i == 0:
-                self.stdout.write(line)
-        self.stdout.write(line)
+        for line in demo_accounts_table():
+            self.stdout.write(line)
