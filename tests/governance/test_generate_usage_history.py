@@ -56,3 +56,18 @@ def test_until_now_ends_at_the_current_hour_with_today_in_the_daily_cache():
             "generate_usage_history", projects=2, clusters=1, days=2, seed=9, until_now=True,
             end="2026-11-01",
         )  # fmt: skip
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the generator is PostgreSQL's")
+def test_the_summary_line_names_the_days_asked_for():
+    """Three days ending 2026-11-01 on two clusters: the last line says 3 days, whatever the
+    daily cache of the last cluster rolled (it used to print that cluster's count)."""
+    import io
+
+    out = io.StringIO()
+    call_command(
+        "generate_usage_history", projects=2, clusters=2, days=3, seed=10, end="2026-11-01",
+        no_ledger=True, stdout=out,
+    )  # fmt: skip
+    summary = out.getvalue().strip().splitlines()[-1]
+    assert "2 projects on 2 clusters, 3 days from 2026-10-29 to 2026-11-01" in summary

@@ -91,14 +91,14 @@ class Command(BaseCommand):
         with connection.cursor() as cursor:
             for table in ("scheduler_usagehour", "scheduler_usagerecord"):
                 cursor.execute(f"ANALYZE {table}")
-        days = self._roll_into_daily_cache(window, began=began)
+        self._roll_into_daily_cache(window, began=began)
         with connection.cursor() as cursor:
             for table in ANALYZED_AFTER_CACHE:
                 cursor.execute(f"ANALYZE {table}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"{window.slug}: {window.projects} projects on {window.clusters} clusters, "
-                f"{days} days from {window.start:%Y-%m-%d} to {window.end:%Y-%m-%d} "
+                f"{(window.end - window.start).days} days from {window.start:%Y-%m-%d} to {window.end:%Y-%m-%d} "
                 f"in {time.monotonic() - began:.0f} s"
             )
         )
@@ -153,12 +153,9 @@ class Command(BaseCommand):
                 f"{cursor.rowcount:,} entitlement ledger rows ({time.monotonic() - began:.0f} s)"
             )
 
-    def _roll_into_daily_cache(self, window: HistoryWindow, *, began: float) -> int:
-        """The history is accounted up to its end; roll its days into the daily cache.
-
-        Returns the days the last cluster has in the cache (the summary line reports them).
-        """
-        days = 0
+    def _roll_into_daily_cache(self, window: HistoryWindow, *, began: float) -> None:
+        """The history is accounted up to its end; roll its days into the daily cache (a
+        line per cluster says how many it rolled)."""
         for cluster in Cluster.objects.filter(organization__slug=window.slug):
             AccountingCursor.objects.update_or_create(
                 cluster=cluster,
@@ -168,7 +165,6 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{cluster.slug}: {days} days in the daily cache ({time.monotonic() - began:.0f} s)"
             )
-        return days
 
     def _skip_foreign_key_triggers(self, cursor) -> None:
         """Skip the deferred foreign-key checks of the bulk inserts, when allowed.
