@@ -65,7 +65,7 @@ class PolicyView:
     #: Whether ``signature(job)`` changes at once (within a cycle too) whenever a running
     #: workload may become a victim of ``job`` without its node changing. The walk then
     #: leaves out of a failed search's retry the nodes logged only because a workload that
-    #: is no victim of the job passed its minimum runtime (``Walk._fresh_nodes``).
+    #: is no victim of the job passed its minimum runtime (``walk_victims.fresh_nodes``).
     victims_follow_signature = False
 
     def __init__(self) -> None:
@@ -156,7 +156,7 @@ class PolicyView:
 
     def may_clear_for_gang(self, job: Job) -> bool:
         """May the gang ``job``, past its reservation bound, clear whole nodes by evicting
-        (see ``Walk._clear_for_gang``)?"""
+        (see ``walk_reserve.clear_for_gang``)?"""
         return False
 
     def gang_victims_ok(self, job: Job, gpus_by_project: Mapping[str, int]) -> bool:

@@ -21,6 +21,7 @@ import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping
 
+from scheduler.engine import walk_reasons, walk_victims
 from scheduler.engine.fairtree import BudgetTree
 from scheduler.engine.model import (
     BudgetNode,
@@ -97,7 +98,7 @@ class Scheduler:
         # per project: how many evictable workloads of each class (-priority, min runtime),
         # so the lowest class a project could evict of its own costs a look at a few keys
         self._evictable_classes: dict[str, dict[tuple[int, float], int]] = {}
-        # per project: the lowest of those classes, until they change (see Walk._own_worst)
+        # per project: the lowest of those classes, until they change (see walk_victims.own_worst)
         self._worst_class: dict[str, tuple[int, float]] = {}
         # per project: how many pending charged workloads of each class, so a cycle learns
         # at a glance whether any could evict a run of its own project (``_releases_matter``)
@@ -122,12 +123,12 @@ class Scheduler:
         # Beside each entry: the id of the running workload whose passing its minimum runtime
         # made the entry (it became preemptible there; nothing else on the node changed), or
         # None for any other change. A failed search skips the first kind when that workload
-        # is no victim of its own (Walk._fresh_nodes). An id, not the workload: the log lives
+        # is no victim of its own (walk_victims.fresh_nodes). An id, not the workload: the log lives
         # as long as the scheduler, and would otherwise keep every such workload alive.
         self._opp_why: list[str | None] = []
         self._last_reserved: dict[int, str] = {}
         # Healthy nodes emptiest first, as (used, busy until, position), and each node's
-        # entry: kept by Walk._nodes_by_use
+        # entry: kept by holds.nodes_by_use
         self._by_use: list[tuple] | None = None
         self._by_use_of: dict[int, tuple] = {}
         self._seq = 0
@@ -460,7 +461,7 @@ class Scheduler:
             queued = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
             first = view.guarantee_order(queued)
             rest = [g for g in queued if not view.is_guaranteed(g)]
-            walk.explain(first, rest)
+            walk_reasons.explain(walk, first, rest)
         return result
 
     # ------------------------------------------------------------------ internals
@@ -726,7 +727,7 @@ class Scheduler:
         Asked only when nothing else would make this cycle walk: the walk would then take
         the last one's turns and holds again, and could differ only where a search whose
         memo ran out now finds a victim set. So only those searches are made
-        (``Walk.recheck``); when all fail, their memos are renewed, and the timers and the
+        (``walk_victims.recheck``); when all fail, their memos are renewed, and the timers and the
         time of the last walk become what the walk would have left.
         """
         recheck = self.params.preemption_recheck
@@ -744,7 +745,7 @@ class Scheduler:
                 return False
             if job not in due:
                 due.append(job)
-        if not Walk(self, view, now, CycleResult(), False).recheck(due):
+        if not walk_victims.recheck(Walk(self, view, now, CycleResult(), False), due):
             return False
         timers = [(at, job) for at, job in self._timers if at > now]
         timers.extend((now + recheck, job) for job in due)
