@@ -231,7 +231,7 @@ def search(
 
 def recheck(walk: Walk, jobs: list[Job]) -> bool:
     """Search again, as each one's turn in an unchanged walk would, for ``jobs``: pending
-    workloads whose failed search's memo ran out (``Scheduler._rechecks_fail``). True
+    workloads whose failed search's memo ran out (``state_quiet.rechecks_fail``). True
     when none finds a victim set; their memos are then renewed as of now.
 
     The nodes held when a search last failed stay out of it (``fail_held``: the walk
