@@ -364,9 +364,10 @@ class Walk:
             Start(job.id, placement, reason, job.protected_until, job.loan_for)
         )
 
-    # -- preemption
+    # -- what the walk's steps share (``walk_victims``, ``walk_reserve``, ``holds``)
 
     def _lost_of(self, job: Job) -> float:
+        """GPU-seconds of work ``job`` loses if evicted now (once per walk and workload)."""
         lost = self._lost.get(job.id)
         if lost is None:
             p = self.params
@@ -379,13 +380,11 @@ class Walk:
         return job.charged and job.mr <= self.params.debug_min_runtime
 
     def _preemptions_left(self) -> int:
+        """How many more evictions this cycle allows (``max_preemptions_per_cycle``)."""
         return self.params.max_preemptions_per_cycle - len(self.result.preemptions)
 
-    # -- reservations
-
-    # -- reasons
-
     def _note(self, job: Job, text: str | None) -> None:
+        """When explaining, remember why ``job`` did not start (``text``, or what blocks it)."""
         if self.explain_on:
             self.notes[job.id] = (
                 text if text is not None else walk_reasons.blocked_phrase(self, job)
