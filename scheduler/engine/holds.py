@@ -21,6 +21,9 @@ for hours; three rules put them to use without delaying the holder for long:
 Borrowers are remembered per holder on the scheduler (``Scheduler._loans``); a driver that
 rebuilds the engine hands them back (``Start.loan_for`` / ``add_running(loan_for=...)``).
 A loan stays a loan for the life of its run; it only matters while its holder is pending.
+
+Holds take nodes emptiest first (``nodes_by_use``), an order kept on the scheduler across
+walks and cycles.
 """
 
 from __future__ import annotations
