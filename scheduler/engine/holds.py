@@ -1,6 +1,6 @@
 """What a hold does besides keeping new work off: it lends, it takes back, it moves.
 
-A blocked workload at the head of its project's turn holds nodes (``Walk._reserve``) so that
+A blocked workload at the head of its project's turn holds nodes (``walk_reserve.reserve``) so that
 backfill cannot starve it. Held GPUs stand idle until the node has room for the holder, often
 for hours; three rules put them to use without delaying the holder for long:
 
@@ -21,14 +21,19 @@ for hours; three rules put them to use without delaying the holder for long:
 Borrowers are remembered per holder on the scheduler (``Scheduler._loans``); a driver that
 rebuilds the engine hands them back (``Start.loan_for`` / ``add_running(loan_for=...)``).
 A loan stays a loan for the life of its run; it only matters while its holder is pending.
+
+Holds take nodes emptiest first (``nodes_by_use``), an order kept on the scheduler across
+walks and cycles.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from scheduler.engine import reasons as words
+from scheduler.engine import walk_victims
 from scheduler.engine.model import NodeState
 from scheduler.engine.placement import NodeRec
 from scheduler.engine.preemption import VictimChoice, busy_cost, cover
@@ -138,7 +143,8 @@ def _evict_for(walk: Walk, job: Job, nodes: list[NodeRec], victims: list[Job], l
     if len(victims) > walk._preemptions_left():
         return False
     where = ", ".join(rec.name for rec in nodes)
-    walk._evict_and_start(
+    walk_victims.evict_and_start(
+        walk,
         job,
         VictimChoice(nodes, sorted(victims, key=lambda v: v.id), lost),
         why=f"it borrowed GPUs held for {job.id}, which can now start on {where}",
@@ -198,7 +204,8 @@ def move_for(walk: Walk, job: Job) -> bool:
     if best is None:
         return False
     key, rec, victim = best
-    walk._evict_and_start(
+    walk_victims.evict_and_start(
+        walk,
         job,
         VictimChoice([rec], [victim], key[1]),
         why=(
@@ -231,7 +238,7 @@ def hold_single(walk: Walk, job: Job) -> NodeRec | None:
 
 def hold_gang(walk: Walk, job: Job) -> list[int] | None:
     """The nodes a blocked gang holds: the first ``job.nodes`` unheld nodes with room for its
-    share in the order of ``Walk._nodes_by_use`` (emptiest first), with the GPUs its own
+    share in the order of ``nodes_by_use`` (emptiest first), with the GPUs its own
     borrowers use counted as free; None when there are not enough."""
     reserved, per_node, wanted = walk.reserved, job.per_node, job.nodes
     cap = walk.cap
@@ -245,10 +252,10 @@ def hold_gang(walk: Walk, job: Job) -> list[int] | None:
 
 
 def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
-    """Node positions in ``Walk._nodes_by_use`` order, the nodes in ``lent`` moved forward by
+    """Node positions in ``nodes_by_use`` order, the nodes in ``lent`` moved forward by
     the GPUs lent on them. Only those few move: they are merged into the kept order, which is
     read only as far as the caller needs."""
-    order = walk._nodes_by_use()
+    order = nodes_by_use(walk)
     if not lent:
         for key in order:
             yield key[2]
@@ -259,7 +266,7 @@ def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
         rec = cap.nodes[idx]
         if rec.state == NodeState.HEALTHY:
             used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
-            moved.append((used - gpus, walk._busy_until(rec), idx))
+            moved.append((used - gpus, busy_until(walk, rec), idx))
     moved.sort()
     m = 0
     for key in order:
@@ -272,3 +279,52 @@ def _hold_order(walk: Walk, lent: dict[int, int] | None) -> Iterator[int]:
         yield idx
     for _, _, lent_idx in moved[m:]:
         yield lent_idx
+
+
+def nodes_by_use(walk: Walk) -> list[tuple]:
+    """Healthy nodes as (GPUs in use, busy until, position), sorted: emptiest first, then
+    the node whose work becomes preemptible soonest (``busy_until``), then position.
+
+    Kept on the scheduler across walks and cycles: only the nodes the capacity index
+    re-filed since (``Capacity.touched``) are moved, so the gangs of several groups and
+    cycles share one order and a start costs a re-filing, not a sort of the cluster.
+    Positions are unique, so the kept order is exactly the one a full sort gives.
+    """
+    if walk._by_use is not None:
+        return walk._by_use
+    s, cap = walk.s, walk.cap
+    keys = s._by_use
+    touched = cap.touched
+    if keys is None or not s.incremental or len(touched) > len(cap.nodes):
+        keys = sorted(use_key(walk, rec) for rec in cap.nodes if rec.state == NodeState.HEALTHY)
+        s._by_use_of = {key[2]: key for key in keys}
+    elif touched:
+        of = s._by_use_of
+        for idx in set(touched):
+            old = of.pop(idx, None)
+            if old is not None:
+                del keys[bisect_left(keys, old)]
+            rec = cap.nodes[idx]
+            if rec.state == NodeState.HEALTHY:
+                key = of[idx] = use_key(walk, rec)
+                insort(keys, key)
+    touched.clear()
+    s._by_use = walk._by_use = keys
+    return keys
+
+
+def use_key(walk: Walk, rec: NodeRec) -> tuple:
+    """``rec``'s place in ``nodes_by_use``: (GPUs in use, busy until, position)."""
+    used = rec.gpus if rec.exclusive is not None else rec.gpus - rec.free
+    return (used, busy_until(walk, rec), rec.idx)
+
+
+def busy_until(walk: Walk, rec: NodeRec) -> float:
+    """When the last protected workload on ``rec`` becomes preemptible (kept on the node
+    until its work changes)."""
+    until = rec.busy_until
+    if until is None or not walk.s.incremental:
+        run = walk.s._run
+        until = max((run[w].protected_until for w in rec.running), default=float("-inf"))
+        rec.busy_until = until
+    return until

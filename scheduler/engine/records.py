@@ -82,7 +82,7 @@ class Job:
         # The same project's workload that evicted this one's last run, while this one waits
         # (see ``Workload.swapped_for``); cleared when this one starts again.
         self.swapped_for: str | None = w.swapped_for
-        # Memo of the last failed preemption search (see _Walk._preempt).
+        # Memo of the last failed preemption search (see walk_victims.preempt).
         self.fail_pos = -1
         self.fail_sig: object = None
         self.fail_time = 0.0
@@ -90,9 +90,9 @@ class Job:
         self.fail_held: tuple[int, ...] = ()
         # Memo of the last failed attempt to clear whole nodes for this gang: the opportunity
         # log position then, how many nodes were admissible, and the other teams' room to be
-        # reclaimed from (see Walk._clear_for_gang). A single-node workload's failed
+        # reclaimed from (see walk_reserve.clear_for_gang). A single-node workload's failed
         # one-step reclaim keeps the same memo and the nodes held for others then
-        # (Walk._reclaim_one_step).
+        # (walk_reserve.reclaim_one_step).
         self.clear_pos = -1
         self.clear_count = 0
         self.clear_room: dict[str, int] = {}
