@@ -39,7 +39,7 @@ from scheduler.selectors.budget import cluster_budget
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 
 # The charging rule, the entitlement row and the rollup are the live loop's own (one place).
-from scheduler.services.usage import (
+from scheduler.services.usage_charging import (
     CHARGE_FIELD,
     ZERO,
     UsageHourRollup,
