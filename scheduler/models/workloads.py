@@ -145,7 +145,7 @@ class Run(models.Model):
     end_reason = models.CharField(max_length=20, choices=RunEndReason.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     accounted_until = models.DateTimeField()
-    # Set by the idle rule (``scheduler.services.utilization.idle_rule_apply``) when the run's
+    # Set by the idle rule (``scheduler.services.idle_rule.idle_rule_apply``) when the run's
     # GPUs were allocated but nearly unused for the cluster's idle window; cleared when busy.
     idle_since = models.DateTimeField(null=True, blank=True)
 
