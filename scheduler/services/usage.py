@@ -42,6 +42,7 @@ from scheduler.services.usage_charging import (
     entitlement_record,
     gpu_seconds,
     hour_pieces,
+    usage_row,
 )
 
 
@@ -71,22 +72,6 @@ def _account_runs(
     rollup = UsageHourRollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
     records: list[UsageRecord] = []
 
-    def record(run: Run, hour: datetime, start: datetime, end: datetime, charge: str) -> None:
-        amount = gpu_seconds(run.gpus, start, end)
-        records.append(
-            UsageRecord(
-                run_id=run.id,
-                project_id=run.project_id,
-                cluster_id=cluster.id,
-                interval_start=start,
-                interval_end=end,
-                gpus=run.gpus,
-                gpu_seconds=amount,
-                charge=charge,
-            )
-        )
-        rollup.add(run.project_id, hour, CHARGE_FIELD[charge], amount)
-
     for start, _, run, hour, end in pieces:
         free = run.lane == RunLane.FREE
         for piece_start, piece_end, charge in charge_split(
@@ -99,7 +84,19 @@ def _account_runs(
             free=free,
             accrued=ZERO if free else entitlement.accrued(rollup, run.project_id, hour, end),
         ):
-            record(run, hour, piece_start, piece_end, charge)
+            records.append(
+                usage_row(
+                    rollup,
+                    hour=hour,
+                    project_id=run.project_id,
+                    cluster_id=cluster.id,
+                    start=piece_start,
+                    end=piece_end,
+                    gpus=run.gpus,
+                    charge=charge,
+                    run_id=run.id,
+                )
+            )
 
     UsageRecord.objects.bulk_create(records)
     rollup.save()

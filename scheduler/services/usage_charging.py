@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 
 from scheduler.choices import Charge
-from scheduler.models import EntitlementRecord, UsageHour
+from scheduler.models import EntitlementRecord, UsageHour, UsageRecord
 
 HOUR = timedelta(hours=1)
 MICROSECOND = timedelta(microseconds=1)
@@ -192,4 +192,33 @@ def entitlement_record(
         demand_gpus=demand_gpus,
         entitled_gpu_seconds=entitled,
         demand_gpu_seconds=demand_gpu_seconds,
+    )
+
+
+def usage_row(
+    rollup: UsageHourRollup,
+    *,
+    hour: datetime,
+    project_id: int,
+    cluster_id: int,
+    start: datetime,
+    end: datetime,
+    gpus: int,
+    charge: str,
+    **whose: object,
+) -> UsageRecord:
+    """The (unsaved) ledger row of one charged part ``[start, end)`` inside ``hour``, added to
+    ``rollup``. ``whose`` names whose usage it is: ``run_id=`` for a run of the live loop,
+    ``source=`` and ``external_id=`` for a job of another scheduler."""
+    amount = gpu_seconds(gpus, start, end)
+    rollup.add(project_id, hour, CHARGE_FIELD[charge], amount)
+    return UsageRecord(
+        project_id=project_id,
+        cluster_id=cluster_id,
+        interval_start=start,
+        interval_end=end,
+        gpus=gpus,
+        gpu_seconds=amount,
+        charge=charge,
+        **whose,
     )

@@ -40,7 +40,6 @@ from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 
 # The charging rule, the entitlement row and the rollup are the live loop's own (one place).
 from scheduler.services.usage_charging import (
-    CHARGE_FIELD,
     ZERO,
     UsageHourRollup,
     charge_split,
@@ -48,6 +47,7 @@ from scheduler.services.usage_charging import (
     gpu_seconds,
     hour_pieces,
     rate_seconds,
+    usage_row,
 )
 
 CREATED = "created"
@@ -153,24 +153,6 @@ def _external_records(
     ).first() or pieces[0][0].replace(minute=0, second=0, microsecond=0)
     records: list[UsageRecord] = []
 
-    def record(hour: datetime, piece_start: datetime, piece_end: datetime, charge: str):
-        amount = gpu_seconds(gpus, piece_start, piece_end)
-        records.append(
-            UsageRecord(
-                run=None,
-                source=job.source,
-                external_id=job.external_id,
-                project_id=project.id,
-                cluster_id=cluster.id,
-                interval_start=piece_start,
-                interval_end=piece_end,
-                gpus=gpus,
-                gpu_seconds=amount,
-                charge=charge,
-            )
-        )
-        rollup.add(project.id, hour, CHARGE_FIELD[charge], amount)
-
     for hour, piece_start, piece_end in pieces:
         # Accrued by the piece's end: what is accounted for the hour, plus the share of
         # the healthy GPUs for the seconds not accounted yet.
@@ -188,7 +170,20 @@ def _external_records(
             free=job.free,
             accrued=accrued,
         ):
-            record(hour, part_start, part_end, charge)
+            records.append(
+                usage_row(
+                    rollup,
+                    hour=hour,
+                    project_id=project.id,
+                    cluster_id=cluster.id,
+                    start=part_start,
+                    end=part_end,
+                    gpus=gpus,
+                    charge=charge,
+                    source=job.source,
+                    external_id=job.external_id,
+                )
+            )
     return records
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -30,7 +29,12 @@ from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.queue_positions import queue_positions_attach
 from scheduler.selectors.utilization import idle_policy_effective
 from scheduler.selectors.workload_utilization import workload_utilization_traces
-from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
+from scheduler.selectors.workloads import (
+    may_cancel,
+    run_stop_shown,
+    visible_workloads,
+    visible_workloads_with_runs,
+)
 from scheduler.services.workloads import workload_cancel, workload_submit
 from scheduler.views.common import live_refresh
 
@@ -249,19 +253,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: its state, place in the queue, the engine's reason, estimated start,
     minimum-runtime protection, its runs (with preemptions) and their GPU utilization."""
     vis = visibility_of(request)
-    workload = get_object_or_404(
-        visible_workloads(vis)
-        .select_related("project", "cluster", "submitted_by")
-        .prefetch_related(
-            Prefetch(
-                "runs",
-                queryset=Run.objects.order_by("-attempt").select_related(
-                    "preempted_by__project__program"
-                ),
-            )
-        ),
-        pk=pk,
-    )
+    workload = get_object_or_404(visible_workloads_with_runs(vis), pk=pk)
     _queue_facts([workload])
     for run in workload.runs.all():
         run.preemptor_shown, run.explanation_shown = run_stop_shown(vis, run)
