@@ -25,7 +25,7 @@ from scheduler.services.node_notices import node_changed_notify
 from scheduler.services.run_notices import runs_started_notify
 from scheduler.services.runs import order_key, stop_order
 
-# The cycle's logger: these lines were always the cycle's, wherever the code sits.
+# One logger for everything a cycle does, whichever module of it writes the line.
 logger = logging.getLogger("scheduler.services.cycle")
 
 

@@ -76,6 +76,7 @@ class UsageHourRollup:
 
     @classmethod
     def load(cls, cluster_id: int, keys: Iterable[tuple[int, datetime]]) -> UsageHourRollup:
+        """Lock the rows of ``keys`` (project, hour) that exist; start the others at zero."""
         keys = set(keys)
         rows: dict[tuple[int, datetime], UsageHour] = {}
         hours = {hour for _, hour in keys}
@@ -92,16 +93,20 @@ class UsageHourRollup:
         return cls(cluster_id, rows, new)
 
     def add(self, project_id: int, hour: datetime, field: str, amount: Decimal) -> None:
+        """Add ``amount`` to one figure of a row."""
         row = self.rows[(project_id, hour)]
         setattr(row, field, Decimal(getattr(row, field)) + amount)
 
     def budgeted(self, project_id: int, hour: datetime) -> Decimal:
+        """What the project was charged as budgeted in ``hour`` so far."""
         return Decimal(self.rows[(project_id, hour)].budgeted_gpu_seconds)
 
     def entitled(self, project_id: int, hour: datetime) -> Decimal:
+        """The project's entitlement in ``hour`` so far."""
         return Decimal(self.rows[(project_id, hour)].entitled_gpu_seconds)
 
     def save(self) -> None:
+        """Write the new rows and the changed ones."""
         created = [self.rows[k] for k in self.new]
         existing = [r for k, r in self.rows.items() if k not in self.new]
         UsageHour.objects.bulk_create(created)
