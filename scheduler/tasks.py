@@ -188,7 +188,7 @@ def idle_rule_apply_all() -> int:
 
     from governance.models import Cluster
     from scheduler.models import Node
-    from scheduler.services.utilization import idle_rule_apply
+    from scheduler.services.idle_rule import idle_rule_apply
 
     _close_broken_connection()
     marked = 0

@@ -12,8 +12,8 @@ import logging
 import os
 import sys
 
+from scheduler.agent.launch_spec import parse_gpu_indices
 from scheduler.agent.loop import run_agent
-from scheduler.agent.runner import parse_gpu_indices
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 

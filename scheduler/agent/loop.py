@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.agent.client import AgentClient, RequestRefused, TransientError
-from scheduler.agent.runner import ProcessExit, ProcessRunner, reap_orphans
+from scheduler.agent.orphans import reap_orphans
+from scheduler.agent.runner import ProcessExit, ProcessRunner
 from scheduler.agent.telemetry import NoTelemetry, detect_sampler
 from scheduler.agent.utilization import UtilizationReporter
 

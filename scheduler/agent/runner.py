@@ -20,82 +20,31 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.agent.launch_spec import (
+    LaunchCommand,
+    LaunchSpecError,
+    command_from_launch_spec,
+    parse_gpu_indices,
+)
+from scheduler.agent.orphans import ENV_INSTANCE, ENV_KEY, ENV_NODE, reap_orphans
+
 logger = logging.getLogger(__name__)
 
-# Environment variables the agent sets in every workload process.
-ENV_NODE = "GPU_AGENT_NODE"
-ENV_KEY = "GPU_AGENT_KEY"
-ENV_INSTANCE = "GPU_AGENT_INSTANCE"
+# Also importable from here, beside the runner: what the agent needs to run a workload.
+__all__ = [
+    "ENV_INSTANCE",
+    "ENV_KEY",
+    "ENV_NODE",
+    "LaunchCommand",
+    "LaunchSpecError",
+    "ProcessExit",
+    "ProcessRunner",
+    "command_from_launch_spec",
+    "parse_gpu_indices",
+    "reap_orphans",
+]
 
 PR_SET_PDEATHSIG = 1
-
-
-class LaunchSpecError(ValueError):
-    """A workload's launch spec cannot be run by the local agent (the message says why)."""
-
-
-def parse_gpu_indices(text: str) -> list[str]:
-    """Parse ``"0,1,2,3"`` or ``"0-3"`` (or a mix, ``"0-3,6"``) into GPU indices as strings.
-
-    An empty string means a machine without GPUs: workloads cannot be placed on it.
-    """
-    indices: list[str] = []
-    for raw in text.split(","):
-        part = raw.strip()
-        if not part:
-            continue
-        if "-" in part:
-            first, _, last = part.partition("-")
-            if not (first.isdigit() and last.isdigit()) or int(first) > int(last):
-                raise ValueError(f"GPU range {part!r} is not of the form FIRST-LAST")
-            indices.extend(str(i) for i in range(int(first), int(last) + 1))
-        elif part.isdigit():
-            indices.append(str(int(part)))
-        else:
-            raise ValueError(f"GPU index {part!r} is not a number")
-    if len(set(indices)) != len(indices):
-        raise ValueError(f"GPU indices {text!r} list a GPU twice")
-    return indices
-
-
-def command_from_launch_spec(spec: Mapping | str | Sequence) -> tuple[list[str], dict, str | None]:
-    """Return ``(argv, extra_env, cwd)`` for a launch spec.
-
-    Accepted shapes: ``{"command": ["python", "train.py"], "args": [...], "env": {...},
-    "cwd": "..."}``; ``{"command": "a shell line"}`` (run by ``/bin/sh -c``); a bare list or
-    string. Container images (``{"image": ...}``) need a container runtime the local agent
-    does not drive: they are refused with a message, and the workload is reported failed.
-    """
-    if isinstance(spec, str):
-        spec = {"command": spec}
-    elif isinstance(spec, Sequence):
-        spec = {"command": list(spec)}
-    if not isinstance(spec, Mapping):
-        raise LaunchSpecError("launch spec must be an object with a command")
-    command = spec.get("command")
-    args = spec.get("args") or []
-    if command is None or command == [] or command == "":
-        if spec.get("image"):
-            raise LaunchSpecError(
-                "container images are not run by the local agent; give a command instead"
-            )
-        raise LaunchSpecError("launch spec has no command")
-    if isinstance(command, str):
-        argv = ["/bin/sh", "-c", command]
-        if args:
-            # "$0" is the shell's name; the args become "$1"... for the shell line.
-            argv += ["sh", *[str(a) for a in args]]
-    elif isinstance(command, Sequence) and all(isinstance(c, str) for c in command):
-        argv = [*command, *[str(a) for a in args]]
-    else:
-        raise LaunchSpecError("command must be a string or a list of strings")
-    env = spec.get("env") or {}
-    if not isinstance(env, Mapping):
-        raise LaunchSpecError("env must be an object of names to values")
-    cwd = spec.get("cwd")
-    if cwd is not None and not isinstance(cwd, str):
-        raise LaunchSpecError("cwd must be a string")
-    return argv, {str(k): str(v) for k, v in env.items()}, cwd
 
 
 def _die_with_parent() -> None:
@@ -384,36 +333,3 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _safe(key: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-
-
-def reap_orphans(node: str, *, keep_instance: str) -> list[int]:
-    """SIGKILL workload processes left by an earlier life of this node's agent (Linux only).
-
-    An agent killed with SIGKILL cannot stop its children; the server requeues their work when
-    the agent's heartbeat expires or when it registers again, so leftovers would run the same
-    work twice and hold GPUs. They are recognised by the agent's environment marker.
-    """
-    killed: list[int] = []
-    proc_dir = Path("/proc")
-    if not proc_dir.is_dir():
-        return killed
-    want_node = f"{ENV_NODE}={node}".encode()
-    keep = f"{ENV_INSTANCE}={keep_instance}".encode()
-    for entry in proc_dir.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (
-            want_node in environ
-            and keep not in environ
-            and any(item.startswith(f"{ENV_INSTANCE}=".encode()) for item in environ)
-        ):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
-    if killed:
-        logger.warning("killed %d process(es) left by an earlier agent on %s", len(killed), node)
-    return killed

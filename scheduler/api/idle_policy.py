@@ -16,7 +16,7 @@ from governance.api.views import VisibilityMixin
 from governance.models import Cluster
 from scheduler.api.serializers import IdlePolicySerializer
 from scheduler.selectors.utilization import idle_policy_effective
-from scheduler.services.utilization import idle_policy_set
+from scheduler.services.idle_rule import idle_policy_set
 
 
 class IdlePolicyView(VisibilityMixin, GenericAPIView):

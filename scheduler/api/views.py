@@ -11,7 +11,6 @@ from __future__ import annotations
 import django_filters
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -37,7 +36,11 @@ from scheduler.api.serializers import (
 )
 from scheduler.choices import NodeState, WorkloadState
 from scheduler.models import Node, NodeAgent, Run, Workload
-from scheduler.selectors.workloads import may_cancel, nodes_with_usage, visible_workloads
+from scheduler.selectors.workloads import (
+    may_cancel,
+    nodes_with_usage,
+    visible_workloads_with_runs,
+)
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
 from scheduler.services.workloads import (
@@ -49,6 +52,13 @@ from scheduler.services.workloads import (
 )
 
 # --- Visibility helpers -----------------------------------------------------------------------
+
+
+def validated(serializer_class, request) -> dict:
+    """The request body checked by ``serializer_class`` (a 400 naming each bad field)."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 
 
 def member_project(vis, ref: str) -> Project:
@@ -137,18 +147,7 @@ class WorkloadViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Workload.objects.none()
-        return (
-            visible_workloads(self.visibility)
-            .select_related("project", "cluster", "submitted_by")
-            .prefetch_related(
-                Prefetch(
-                    "runs",
-                    queryset=Run.objects.order_by("-attempt").select_related(
-                        "preempted_by__project__program"
-                    ),
-                )
-            )
-        )
+        return visible_workloads_with_runs(self.visibility)
 
     def get_serializer_class(self):
         return WorkloadDetailSerializer if self.action == "retrieve" else WorkloadSerializer
@@ -159,9 +158,7 @@ class WorkloadViewSet(
         responses={201: WorkloadDetailSerializer},
     )
     def create(self, request):
-        serializer = WorkloadSubmitSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(WorkloadSubmitSerializer, request)
         project = member_project(self.visibility, data["project"])
         cluster = project_cluster(project, data.get("cluster"))
         workload = workload_submit(
@@ -303,9 +300,7 @@ class NodeViewSet(VisibilityMixin, viewsets.ReadOnlyModelViewSet):
             raise PermissionDenied("Only an org admin of this cluster's organization may do this.")
         kwargs = {}
         if with_reason:
-            serializer = NodeActionSerializer(data=self.request.data)
-            serializer.is_valid(raise_exception=True)
-            kwargs["reason"] = serializer.validated_data["reason"]
+            kwargs["reason"] = validated(NodeActionSerializer, self.request)["reason"]
         service(node=node, actor=self.request.user, **kwargs)
         return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
 
@@ -363,9 +358,7 @@ class NodeAgentViewSet(
         responses={201: NodeAgentCreatedSerializer},
     )
     def create(self, request):
-        serializer = NodeAgentCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(NodeAgentCreateSerializer, request)
         cluster = resolve_visible(
             self.visibility.clusters(), data["cluster"], field="cluster", what="cluster"
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models import Count, IntegerField, Prefetch, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
 from governance.models import Cluster
@@ -15,6 +15,23 @@ from scheduler.models import Node, Run, SchedulingCycle, Workload
 def visible_workloads(vis) -> QuerySet[Workload]:
     """Workloads of the projects ``vis`` sees (the one rule for lists, details and pages)."""
     return Workload.objects.filter(project__in=vis.projects())
+
+
+def visible_workloads_with_runs(vis) -> QuerySet[Workload]:
+    """``visible_workloads`` with what a workload's page shows: project, cluster, submitter,
+    and its runs, latest attempt first, with the project of whoever preempted them."""
+    return (
+        visible_workloads(vis)
+        .select_related("project", "cluster", "submitted_by")
+        .prefetch_related(
+            Prefetch(
+                "runs",
+                queryset=Run.objects.order_by("-attempt").select_related(
+                    "preempted_by__project__program"
+                ),
+            )
+        )
+    )
 
 
 def may_cancel(vis, workload: Workload) -> bool:

@@ -63,25 +63,23 @@ def delivery_alerts_check(*, now: datetime | None = None) -> int:
         share = got[(cluster_id, project_id)] / owed[(cluster_id, project_id)]
         hours_owed = owed[(cluster_id, project_id)] / 3600
         hours_got = got[(cluster_id, project_id)] / 3600
-        notify(
-            recipients=_team_leads(project),
-            notice=Notice(
-                kind=NotificationKind.TEAM_UNDER_DELIVERED,
-                title=(
-                    f"{project.name} got {share:.0%} of the GPU-hours it was owed on "
-                    f"{cluster.name} in the last 24 hours"
-                ),
-                body=(
-                    f"Owed {hours_owed:,.1f} GPU-hours (its entitlement, as far as it had "
-                    f"work waiting), got {hours_got:,.1f}. The dashboard shows hour by hour "
-                    "where the rest went."
-                ),
-                link=reverse("dashboards:delivery")
-                + "?"
-                + urlencode({"cluster": cluster.pk, "node": f"project-{project.pk}"}),
-                organization_id=cluster.organization_id,
-                event_key=f"delivery:{cluster.pk}:{project.pk}:{day.isoformat()}",
+        _tell_team(
+            project,
+            cluster,
+            kind=NotificationKind.TEAM_UNDER_DELIVERED,
+            title=(
+                f"{project.name} got {share:.0%} of the GPU-hours it was owed on "
+                f"{cluster.name} in the last 24 hours"
             ),
+            body=(
+                f"Owed {hours_owed:,.1f} GPU-hours (its entitlement, as far as it had "
+                f"work waiting), got {hours_got:,.1f}. The dashboard shows hour by hour "
+                "where the rest went."
+            ),
+            link=reverse("dashboards:delivery")
+            + "?"
+            + urlencode({"cluster": cluster.pk, "node": f"project-{project.pk}"}),
+            event_key=f"delivery:{cluster.pk}:{project.pk}:{day.isoformat()}",
             now=now,
         )
     return len(below)
@@ -125,27 +123,51 @@ def month_usage_check(*, now: datetime | None = None) -> int:
     clusters = Cluster.objects.in_bulk({k[0] for k, *_ in passed})
     for (cluster_id, project_id), threshold, used, month in passed:
         project, cluster = projects[project_id], clusters[cluster_id]
-        notify(
-            recipients=_team_leads(project),
-            notice=Notice(
-                kind=NotificationKind.MONTH_USAGE,
-                title=(
-                    f"{project.name} has used {threshold:.0%} of its entitlement for "
-                    f"{local:%B %Y} on {cluster.name}"
-                ),
-                body=(
-                    f"{used / 3600:,.1f} GPU-hours charged so far of the "
-                    f"{month / 3600:,.1f} its share of the cluster gives it over the whole "
-                    "month; what it runs above its share at a given hour is burst, shown as "
-                    "such in the usage report."
-                ),
-                link=reverse("reports:usage") + f"?period=month&month={local:%Y-%m}",
-                organization_id=cluster.organization_id,
-                event_key=(f"month-usage:{cluster.pk}:{project.pk}:{local:%Y-%m}:{threshold}"),
+        _tell_team(
+            project,
+            cluster,
+            kind=NotificationKind.MONTH_USAGE,
+            title=(
+                f"{project.name} has used {threshold:.0%} of its entitlement for "
+                f"{local:%B %Y} on {cluster.name}"
             ),
+            body=(
+                f"{used / 3600:,.1f} GPU-hours charged so far of the "
+                f"{month / 3600:,.1f} its share of the cluster gives it over the whole "
+                "month; what it runs above its share at a given hour is burst, shown as "
+                "such in the usage report."
+            ),
+            link=reverse("reports:usage") + f"?period=month&month={local:%Y-%m}",
+            event_key=(f"month-usage:{cluster.pk}:{project.pk}:{local:%Y-%m}:{threshold}"),
             now=now,
         )
     return len(passed)
+
+
+def _tell_team(
+    project: Project,
+    cluster: Cluster,
+    *,
+    kind: str,
+    title: str,
+    body: str,
+    link: str,
+    event_key: str,
+    now: datetime,
+) -> None:
+    """Tell ``project``'s team leads (``_team_leads``) about its use of ``cluster``."""
+    notify(
+        recipients=_team_leads(project),
+        notice=Notice(
+            kind=kind,
+            title=title,
+            body=body,
+            link=link,
+            organization_id=cluster.organization_id,
+            event_key=event_key,
+        ),
+        now=now,
+    )
 
 
 def _team_leads(project: Project):

@@ -110,42 +110,60 @@ def node_drain(*, node: Node, actor, reason: str = "", now: datetime | None = No
 
     Draining an already draining or drained node changes nothing; a down node cannot drain.
     """
-    now = now or timezone.now()
-    with transaction.atomic():
-        changed = _set_state(
-            node=node,
-            allowed=(NodeState.HEALTHY,),
-            state=NodeState.DRAINING,
-            source=NodeStateSource.OPERATOR,
-            actor=actor,
-            reason=reason or "Drain requested.",
-            now=now,
-        )
-        node.refresh_from_db()
-        if not changed and node.state == NodeState.DOWN:
-            raise ValidationError({"state": [f"{node.name} is down; it cannot be drained."]})
-        if changed:
-            cycle_enqueue(cluster_id=node.cluster_id)
-    return node
+    return _operator_set_state(
+        node=node,
+        allowed=(NodeState.HEALTHY,),
+        state=NodeState.DRAINING,
+        actor=actor,
+        reason=reason or "Drain requested.",
+        now=now,
+        when_down="it cannot be drained.",
+    )
 
 
 def node_undrain(*, node: Node, actor, now: datetime | None = None) -> Node:
     """Return a draining or drained node to service (healthy)."""
+    return _operator_set_state(
+        node=node,
+        allowed=(NodeState.DRAINING, NodeState.DRAINED),
+        state=NodeState.HEALTHY,
+        actor=actor,
+        reason="Returned to service.",
+        now=now,
+        when_down="bring its agent back.",
+        audit=AuditAction.NODE_UNDRAIN,
+    )
+
+
+def _operator_set_state(
+    *,
+    node: Node,
+    allowed: tuple[str, ...],
+    state: str,
+    actor,
+    reason: str,
+    now: datetime | None,
+    when_down: str,
+    audit: str | None = None,
+) -> Node:
+    """An operator's drain or undrain: move ``node`` from one of ``allowed`` to ``state`` and
+    wake the cycle; a down node refuses it, ``when_down`` saying what to do instead. A node
+    already past the change is left as it is."""
     now = now or timezone.now()
     with transaction.atomic():
         changed = _set_state(
             node=node,
-            allowed=(NodeState.DRAINING, NodeState.DRAINED),
-            state=NodeState.HEALTHY,
+            allowed=allowed,
+            state=state,
             source=NodeStateSource.OPERATOR,
             actor=actor,
-            reason="Returned to service.",
+            reason=reason,
             now=now,
-            audit=AuditAction.NODE_UNDRAIN,
+            audit=audit,
         )
         node.refresh_from_db()
         if not changed and node.state == NodeState.DOWN:
-            raise ValidationError({"state": [f"{node.name} is down; bring its agent back."]})
+            raise ValidationError({"state": [f"{node.name} is down; {when_down}"]})
         if changed:
             cycle_enqueue(cluster_id=node.cluster_id)
     return node

@@ -134,55 +134,79 @@ def run_end(
         run_account(run=run, now=end)
         run.save(update_fields=["ended_at", "end_reason", "exit_code"])
 
-        orders = list(Order.objects.filter(run=run))
-        stops = {o.node_id: o for o in orders if o.kind == OrderKind.STOP}
-        void = [
-            o.id
-            for o in orders
-            if o.state in OPEN_ORDER_STATES
-            and (
-                o.kind == OrderKind.START
-                or reporting_node is None
-                or o.node_id == reporting_node.id
-            )
-        ]
-        Order.objects.filter(id__in=void).update(state=OrderState.VOID)
-        if reporting_node is not None:
-            cleanup = reason if reason in REQUEUE_REASONS else "gang_exit"
-            others = RunNode.objects.filter(run=run).exclude(node=reporting_node)
-            Order.objects.bulk_create(
-                [
-                    stop_order(run=run, node_id=node_id, reason=cleanup, now=end)
-                    for node_id in others.values_list("node_id", flat=True)
-                    if node_id not in stops
-                ]
-            )
-
-        fields = ["state", "state_changed_at"]
-        active = workload.state in (WorkloadState.RUNNING, WorkloadState.PREEMPTED)
-        if reason in (RunEndReason.SUCCEEDED, RunEndReason.FAILED) and active:
-            workload.state = reason
-            workload.finished_at = end
-            workload.exit_code = exit_code
-            workload.engine_reason = ""
-            fields += ["finished_at", "exit_code", "engine_reason"]
-        elif reason in REQUEUE_REASONS and active:
-            workload.state = WorkloadState.PENDING
-            workload.queue_key = None
-            # Read by everyone who sees this workload: another project's name is not theirs.
-            text = explanation or run_stop_shown(None, run)[1] or RunEndReason(reason).label
-            workload.engine_reason = f"Requeued ({text})."
-            fields += ["queue_key", "engine_reason"]
-        elif workload.state == WorkloadState.CANCELLED and workload.finished_at is None:
-            workload.finished_at = end
-            fields = ["finished_at"]
-        else:
-            fields = []
-        if fields:
-            if "state_changed_at" in fields:
-                workload.state_changed_at = end
-            workload.save(update_fields=fields)
-        if "state_changed_at" in fields:  # the workload finished, failed or is queued again
-            run_ended_notify(run=run, workload=workload, reason=reason, now=end)
+        _settle_orders(run=run, reason=reason, reporting_node=reporting_node, end=end)
+        _settle_workload(
+            run=run,
+            workload=workload,
+            reason=reason,
+            exit_code=exit_code,
+            explanation=explanation,
+            end=end,
+        )
         cycle_enqueue(cluster_id=run.cluster_id)
     return run
+
+
+def _settle_orders(*, run: Run, reason: str, reporting_node: Node | None, end: datetime) -> None:
+    """Void the ended run's open orders (with a reporting node: its start orders and those
+    on that node), and give the run's other nodes stop orders so their agents clean up a
+    gang's remaining processes."""
+    orders = list(Order.objects.filter(run=run))
+    stops = {o.node_id: o for o in orders if o.kind == OrderKind.STOP}
+    void = [
+        o.id
+        for o in orders
+        if o.state in OPEN_ORDER_STATES
+        and (o.kind == OrderKind.START or reporting_node is None or o.node_id == reporting_node.id)
+    ]
+    Order.objects.filter(id__in=void).update(state=OrderState.VOID)
+    if reporting_node is not None:
+        cleanup = reason if reason in REQUEUE_REASONS else "gang_exit"
+        others = RunNode.objects.filter(run=run).exclude(node=reporting_node)
+        Order.objects.bulk_create(
+            [
+                stop_order(run=run, node_id=node_id, reason=cleanup, now=end)
+                for node_id in others.values_list("node_id", flat=True)
+                if node_id not in stops
+            ]
+        )
+
+
+def _settle_workload(
+    *,
+    run: Run,
+    workload: Workload,
+    reason: str,
+    exit_code: int | None,
+    explanation: str,
+    end: datetime,
+) -> None:
+    """Move the ended run's workload on: succeeded or failed on an exit, back to pending
+    after a preemption, a drain or a node going down, finished if it was cancelled; tell
+    its people when it finished, failed or is queued again."""
+    fields = ["state", "state_changed_at"]
+    active = workload.state in (WorkloadState.RUNNING, WorkloadState.PREEMPTED)
+    if reason in (RunEndReason.SUCCEEDED, RunEndReason.FAILED) and active:
+        workload.state = reason
+        workload.finished_at = end
+        workload.exit_code = exit_code
+        workload.engine_reason = ""
+        fields += ["finished_at", "exit_code", "engine_reason"]
+    elif reason in REQUEUE_REASONS and active:
+        workload.state = WorkloadState.PENDING
+        workload.queue_key = None
+        # Read by everyone who sees this workload: another project's name is not theirs.
+        text = explanation or run_stop_shown(None, run)[1] or RunEndReason(reason).label
+        workload.engine_reason = f"Requeued ({text})."
+        fields += ["queue_key", "engine_reason"]
+    elif workload.state == WorkloadState.CANCELLED and workload.finished_at is None:
+        workload.finished_at = end
+        fields = ["finished_at"]
+    else:
+        fields = []
+    if fields:
+        if "state_changed_at" in fields:
+            workload.state_changed_at = end
+        workload.save(update_fields=fields)
+    if "state_changed_at" in fields:  # the workload finished, failed or is queued again
+        run_ended_notify(run=run, workload=workload, reason=reason, now=end)

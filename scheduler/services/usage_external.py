@@ -39,8 +39,7 @@ from scheduler.selectors.budget import cluster_budget
 from scheduler.services.locks import ACCOUNTING_LOCK, locked_transaction
 
 # The charging rule, the entitlement row and the rollup are the live loop's own (one place).
-from scheduler.services.usage import (
-    CHARGE_FIELD,
+from scheduler.services.usage_charging import (
     ZERO,
     UsageHourRollup,
     charge_split,
@@ -48,6 +47,7 @@ from scheduler.services.usage import (
     gpu_seconds,
     hour_pieces,
     rate_seconds,
+    usage_row,
 )
 
 CREATED = "created"
@@ -99,6 +99,94 @@ def _check_instant(value, field: str) -> datetime:
     return value
 
 
+@dataclass(frozen=True)
+class _ExternalJob:
+    """One external job as ``usage_external_record`` charges it: its ledger key and shape."""
+
+    cluster: Cluster
+    project: Project
+    source: str
+    external_id: str
+    gpus: int
+    free: bool
+
+
+def _check_external_job(job: _ExternalJob, start: datetime, end: datetime, now: datetime) -> None:
+    """Raise ``ValueError`` naming the field when ``job`` over ``[start, end)`` cannot be
+    charged at ``now``."""
+    _check_instant(start, "start")
+    _check_instant(end, "end")
+    source, external_id, gpus = job.source, job.external_id, job.gpus
+    if not source or len(source) > MAX_SOURCE:
+        raise ValueError(f"source: 1 to {MAX_SOURCE} characters required, got {source!r}.")
+    if not external_id or len(external_id) > MAX_EXTERNAL_ID:
+        raise ValueError(
+            f"external_id: 1 to {MAX_EXTERNAL_ID} characters required, got {external_id!r}."
+        )
+    if not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"gpus: a whole number >= 0 required, got {gpus!r}.")
+    if end < start:
+        raise ValueError(f"end: {end.isoformat()} is before start {start.isoformat()}.")
+    if end > now:
+        raise ValueError(f"end: {end.isoformat()} is in the future (now {now.isoformat()}).")
+    if job.project.program.organization_id != job.cluster.organization_id:
+        raise ValueError(
+            f"project: {job.project} does not belong to the organization of cluster {job.cluster}."
+        )
+
+
+def _external_records(
+    job: _ExternalJob,
+    pieces: list[tuple[datetime, datetime, datetime]],
+    rollup: UsageHourRollup,
+    now: datetime,
+) -> list[UsageRecord]:
+    """The (unsaved) ledger rows of ``job``'s hour ``pieces`` by the charging rule, each
+    added to ``rollup``; the caller holds the cluster's accounting lock."""
+    cluster, project, gpus = job.cluster, job.project, job.gpus
+    share = cluster_budget(cluster=cluster, at=now).effective.get(project.id, ZERO)
+    healthy = external_healthy_gpus(cluster=cluster)
+    # Entitlement accrues from the top of each hour until the cursor says how far it
+    # was accounted (imported history may come before any entitlement pass).
+    entitled_until = AccountingCursor.objects.filter(cluster=cluster).values_list(
+        "accounted_until", flat=True
+    ).first() or pieces[0][0].replace(minute=0, second=0, microsecond=0)
+    records: list[UsageRecord] = []
+
+    for hour, piece_start, piece_end in pieces:
+        # Accrued by the piece's end: what is accounted for the hour, plus the share of
+        # the healthy GPUs for the seconds not accounted yet.
+        accrued = rollup.entitled(project.id, hour)
+        accrue_from = max(hour, entitled_until)
+        if piece_end > accrue_from:
+            accrued += rate_seconds(share, healthy, accrue_from, piece_end)
+        for part_start, part_end, charge in charge_split(
+            rollup,
+            project_id=project.id,
+            hour=hour,
+            start=piece_start,
+            end=piece_end,
+            gpus=gpus,
+            free=job.free,
+            accrued=accrued,
+        ):
+            records.append(
+                usage_row(
+                    rollup,
+                    hour=hour,
+                    project_id=project.id,
+                    cluster_id=cluster.id,
+                    start=part_start,
+                    end=part_end,
+                    gpus=gpus,
+                    charge=charge,
+                    source=job.source,
+                    external_id=job.external_id,
+                )
+            )
+    return records
+
+
 def usage_external_record(
     *,
     cluster: Cluster,
@@ -120,24 +208,8 @@ def usage_external_record(
     charged). Raises ``ValueError`` naming the field on bad input; writes nothing then.
     """
     now = now or timezone.now()
-    _check_instant(start, "start")
-    _check_instant(end, "end")
-    if not source or len(source) > MAX_SOURCE:
-        raise ValueError(f"source: 1 to {MAX_SOURCE} characters required, got {source!r}.")
-    if not external_id or len(external_id) > MAX_EXTERNAL_ID:
-        raise ValueError(
-            f"external_id: 1 to {MAX_EXTERNAL_ID} characters required, got {external_id!r}."
-        )
-    if not isinstance(gpus, int) or gpus < 0:
-        raise ValueError(f"gpus: a whole number >= 0 required, got {gpus!r}.")
-    if end < start:
-        raise ValueError(f"end: {end.isoformat()} is before start {start.isoformat()}.")
-    if end > now:
-        raise ValueError(f"end: {end.isoformat()} is in the future (now {now.isoformat()}).")
-    if project.program.organization_id != cluster.organization_id:
-        raise ValueError(
-            f"project: {project} does not belong to the organization of cluster {cluster}."
-        )
+    job = _ExternalJob(cluster, project, source, external_id, gpus, free)
+    _check_external_job(job, start, end, now)
     with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
         charged_until = UsageRecord.objects.filter(
             cluster=cluster, run__isnull=True, source=source, external_id=external_id
@@ -147,51 +219,7 @@ def usage_external_record(
             return ExternalUsageResult(UNCHANGED, 0, ZERO, charged_until)
         pieces = list(hour_pieces(begin, end))
         rollup = UsageHourRollup.load(cluster.id, {(project.id, hour) for hour, _, _ in pieces})
-        share = cluster_budget(cluster=cluster, at=now).effective.get(project.id, ZERO)
-        healthy = external_healthy_gpus(cluster=cluster)
-        # Entitlement accrues from the top of each hour until the cursor says how far it
-        # was accounted (imported history may come before any entitlement pass).
-        entitled_until = AccountingCursor.objects.filter(cluster=cluster).values_list(
-            "accounted_until", flat=True
-        ).first() or pieces[0][0].replace(minute=0, second=0, microsecond=0)
-        records: list[UsageRecord] = []
-
-        def record(hour: datetime, piece_start: datetime, piece_end: datetime, charge: str):
-            amount = gpu_seconds(gpus, piece_start, piece_end)
-            records.append(
-                UsageRecord(
-                    run=None,
-                    source=source,
-                    external_id=external_id,
-                    project_id=project.id,
-                    cluster_id=cluster.id,
-                    interval_start=piece_start,
-                    interval_end=piece_end,
-                    gpus=gpus,
-                    gpu_seconds=amount,
-                    charge=charge,
-                )
-            )
-            rollup.add(project.id, hour, CHARGE_FIELD[charge], amount)
-
-        for hour, piece_start, piece_end in pieces:
-            # Accrued by the piece's end: what is accounted for the hour, plus the share of
-            # the healthy GPUs for the seconds not accounted yet.
-            accrued = rollup.entitled(project.id, hour)
-            accrue_from = max(hour, entitled_until)
-            if piece_end > accrue_from:
-                accrued += rate_seconds(share, healthy, accrue_from, piece_end)
-            for part_start, part_end, charge in charge_split(
-                rollup,
-                project_id=project.id,
-                hour=hour,
-                start=piece_start,
-                end=piece_end,
-                gpus=gpus,
-                free=free,
-                accrued=accrued,
-            ):
-                record(hour, part_start, part_end, charge)
+        records = _external_records(job, pieces, rollup, now)
         UsageRecord.objects.bulk_create(records)
         rollup.save()
         if pieces:

@@ -5,9 +5,8 @@ is split exactly across UTC hour boundaries into ``UtilizationHour`` rows. A per
 GPU telemetry (``busy_gpu_seconds`` None) is recorded as nothing at all: an absent row means
 "not measured", so no report, selector or rule ever reads a made-up 0 % busy.
 
-``idle_rule_apply`` marks open runs whose GPUs stayed nearly unused past their minimum
-runtime (``Run.idle_since``) and tells the owner once; ``idle_policy_set`` is the org admin's
-change of a cluster's rule. Nothing here charges anything: the ledger stays in ``usage``.
+The idle-allocation rule (``idle_rule_apply``, ``idle_policy_set``) is ``idle_rule``'s and
+importable from here too. Nothing here charges anything: the ledger stays in ``usage``.
 """
 
 from __future__ import annotations
@@ -16,26 +15,13 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.urls import reverse
 
-from governance.choices import AuditAction, NotificationKind
-from governance.models import Cluster
-from governance.selectors.visibility import user_visibility
-from governance.services.audit import audit_record
-from governance.services.notifications import Notice, notify
-from scheduler.models import IdlePolicy, Node, Run, RunNode, UtilizationHour
-from scheduler.selectors.utilization import (
-    FOR_MINUTES,
-    PERCENT_MAX,
-    PERCENT_PLACES,
-    IdleRule,
-    idle_policy_effective,
-    idle_window,
-)
+from scheduler.models import Node, Run, RunNode, UtilizationHour
+from scheduler.services.idle_rule import idle_policy_set, idle_rule_apply
 
 HOUR = timedelta(hours=1)
 SIX_PLACES = Decimal("0.000001")
@@ -48,7 +34,14 @@ RECENT_END = timedelta(hours=1)
 CLOCK_SKEW = timedelta(minutes=5)
 # Agents report every minute or so; a longer period is a clock error, not a measurement.
 MAX_PERIOD = timedelta(hours=24)
-IDLE_NOTICE_KIND = NotificationKind.WORKLOAD_IDLE
+
+__all__ = [
+    "MAX_REPORTS",
+    "hour_pieces",
+    "idle_policy_set",
+    "idle_rule_apply",
+    "utilization_report",
+]
 
 
 def _seconds(delta: timedelta) -> Decimal:
@@ -158,6 +151,67 @@ def _check_item(index: int, item: Mapping, runs: dict[int, Run], gpus: dict[int,
     return errors
 
 
+class _NodeRuns(NamedTuple):
+    """The reported runs open (or just ended) on a node, locked, with their GPUs there."""
+
+    runs: dict[int, Run]
+    gpus: dict[int, int]
+
+
+def _node_runs_locked(node: Node, run_ids: set[int]) -> _NodeRuns:
+    """Lock the rows of ``run_ids`` that ran on ``node``, so two reports of the same run
+    apply one after the other; with the GPUs each holds on the node."""
+    runs = {
+        run.pk: run
+        for run in Run.objects.select_for_update()
+        .filter(pk__in=run_ids, run_nodes__node=node, cluster_id=node.cluster_id)
+        .order_by("pk")
+    }
+    gpus = dict(RunNode.objects.filter(run_id__in=runs, node=node).values_list("run_id", "gpus"))
+    return _NodeRuns(runs, gpus)
+
+
+def _fresh_pieces(
+    index: int, item: Mapping, run: Run, rows: dict[tuple[int, datetime], UtilizationHour]
+) -> list[dict[str, Any]]:
+    """The hour pieces of report item ``index`` not stored yet: a piece ending at or before
+    what its row already holds is a retry; one that straddles it is refused."""
+    fresh = []
+    for piece in hour_pieces(
+        start=item["start"],
+        end=item["end"],
+        allocated=item["allocated_gpu_seconds"],
+        busy=item["busy_gpu_seconds"],
+        samples=item.get("samples") or 0,
+    ):
+        row = rows.get((run.pk, piece["hour"]))
+        if row is None or piece["start"] >= row.reported_until:
+            fresh.append(piece)
+        elif piece["end"] > row.reported_until:
+            raise ValidationError(
+                {
+                    f"reports[{index}].start": [
+                        "Overlaps a period already reported for this run "
+                        f"(reported until {row.reported_until.isoformat()})."
+                    ]
+                }
+            )
+    return fresh
+
+
+def _new_row(run: Run, node: Node, piece: dict[str, Any]) -> UtilizationHour:
+    """The (unsaved) hour row a run's first piece in that hour starts."""
+    return UtilizationHour(
+        run=run,
+        project_id=run.project_id,
+        cluster_id=run.cluster_id,
+        node=node,
+        hour=piece["hour"],
+        covered_from=piece["start"],
+        reported_until=piece["start"],
+    )
+
+
 def utilization_report(*, node: Node, reports: Iterable[Mapping], now: datetime) -> dict:
     """Store what ``node``'s agent measured of its runs; all items or none.
 
@@ -176,18 +230,8 @@ def utilization_report(*, node: Node, reports: Iterable[Mapping], now: datetime)
     items = list(reports)
     if not 1 <= len(items) <= MAX_REPORTS:
         raise ValidationError({"reports": [f"Give a list of 1 to {MAX_REPORTS:,} reports."]})
-    run_ids = {item["run"] for item in items}
     with transaction.atomic():
-        # The runs' rows are locked so two reports of the same run apply one after the other.
-        runs = {
-            run.pk: run
-            for run in Run.objects.select_for_update()
-            .filter(pk__in=run_ids, run_nodes__node=node, cluster_id=node.cluster_id)
-            .order_by("pk")
-        }
-        gpus = dict(
-            RunNode.objects.filter(run_id__in=runs, node=node).values_list("run_id", "gpus")
-        )
+        runs, gpus = _node_runs_locked(node, {item["run"] for item in items})
         errors: dict[str, list[str]] = {}
         for index, item in enumerate(items):
             errors.update(_check_item(index, item, runs, gpus, now))
@@ -208,27 +252,7 @@ def utilization_report(*, node: Node, reports: Iterable[Mapping], now: datetime)
                 no_telemetry += 1
                 continue
             run = runs[item["run"]]
-            pieces = hour_pieces(
-                start=item["start"],
-                end=item["end"],
-                allocated=item["allocated_gpu_seconds"],
-                busy=item["busy_gpu_seconds"],
-                samples=item.get("samples") or 0,
-            )
-            fresh = []
-            for piece in pieces:
-                row = rows.get((run.pk, piece["hour"]))
-                if row is None or piece["start"] >= row.reported_until:
-                    fresh.append(piece)
-                elif piece["end"] > row.reported_until:
-                    raise ValidationError(
-                        {
-                            f"reports[{index}].start": [
-                                "Overlaps a period already reported for this run "
-                                f"(reported until {row.reported_until.isoformat()})."
-                            ]
-                        }
-                    )
+            fresh = _fresh_pieces(index, item, run, rows)
             if not fresh:
                 repeated += 1
                 continue
@@ -236,15 +260,7 @@ def utilization_report(*, node: Node, reports: Iterable[Mapping], now: datetime)
                 key = (run.pk, piece["hour"])
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = UtilizationHour(
-                        run=run,
-                        project_id=run.project_id,
-                        cluster_id=run.cluster_id,
-                        node=node,
-                        hour=piece["hour"],
-                        covered_from=piece["start"],
-                        reported_until=piece["start"],
-                    )
+                    row = rows[key] = _new_row(run, node, piece)
                 _fold(row, piece, item)
                 touched.add(key)
         for key in touched:
@@ -271,141 +287,3 @@ def _fold(row: UtilizationHour, piece: dict, item: Mapping) -> None:
     row.samples += piece["samples"]
     row.covered_seconds += piece["seconds"]
     row.reported_until = piece["end"]
-
-
-def idle_rule_apply(*, cluster: Cluster, now: datetime) -> dict[str, int]:
-    """Mark the open runs of ``cluster`` whose GPUs stayed nearly unused, clear those busy
-    again; returns ``{"marked", "cleared", "idle"}`` (newly marked, cleared, idle after).
-
-    A run is judged only past its minimum runtime (``protected_until`` <= now) and only when
-    telemetry covers the policy's window (``selectors.utilization.idle_window``): a run the
-    agent did not measure is never called idle. Its owner is told once per run. With the
-    policy disabled every mark on the cluster is cleared and none is set.
-    """
-    policy = idle_policy_effective(cluster=cluster)
-    marked = cleared = 0
-    with transaction.atomic():
-        open_runs = list(
-            Run.objects.select_for_update(of=("self",))
-            .filter(cluster=cluster, ended_at__isnull=True)
-            .select_related("workload__submitted_by", "workload__project", "project")
-            .order_by("pk")
-        )
-        if not policy.enabled:
-            cleared = Run.objects.filter(cluster=cluster, idle_since__isnull=False).update(
-                idle_since=None
-            )
-            return {"marked": 0, "cleared": cleared, "idle": 0}
-        windows = idle_window(runs=open_runs, minutes=policy.for_minutes, now=now)
-        for run in open_runs:
-            idle = _is_idle(run, windows.get(run.pk), policy, now)
-            if idle is True and run.idle_since is None:
-                Run.objects.filter(pk=run.pk).update(idle_since=now)
-                run.idle_since = now
-                marked += 1
-                _tell_owner(run, policy, now)
-            elif idle is False and run.idle_since is not None:
-                Run.objects.filter(pk=run.pk).update(idle_since=None)
-                run.idle_since = None
-                cleared += 1
-        idle_now = sum(1 for run in open_runs if run.idle_since is not None)
-    return {"marked": marked, "cleared": cleared, "idle": idle_now}
-
-
-def _is_idle(run: Run, window, policy: IdleRule, now: datetime) -> bool | None:
-    """True idle, False busy, None cannot tell (protected, or not measured over the window)."""
-    protected = run.protected_until
-    if protected is None:
-        protected = run.started_at + timedelta(seconds=run.workload.min_runtime_seconds)
-    if protected > now:
-        # Inside its minimum runtime a run is never idle (it may be warming up), and a mark
-        # from before cannot be left standing either.
-        return False if run.idle_since is not None else None
-    if window is None or not window.covered:
-        return None
-    return window.busy_percent < policy.busy_below_percent
-
-
-def _tell_owner(run: Run, policy: IdleRule, now: datetime) -> None:
-    """Tell the submitter, once per run, that its GPUs are allocated but idle."""
-    workload = run.workload
-    user = workload.submitted_by
-    if user is None or not user.is_active:
-        return
-    if not user_visibility(user=user).sees_project(workload.project):
-        return
-    notify(
-        recipients=[user],
-        notice=Notice(
-            kind=IDLE_NOTICE_KIND,
-            title=(
-                f"“{workload.name}” holds {run.gpus} GPUs in {workload.project.name} "
-                f"but used them less than {policy.busy_below_percent:g} % for "
-                f"{policy.for_minutes} minutes"
-            ),
-            body="Stop or cancel it if it is stuck, so that others can use the GPUs.",
-            link=reverse("scheduler:workload-detail", args=[workload.pk]),
-            organization_id=run.cluster.organization_id,
-            event_key=f"run:{run.pk}:idle",
-        ),
-        now=now,
-    )
-
-
-def idle_policy_set(
-    *, user, cluster: Cluster, enabled: bool, busy_below_percent, for_minutes: int
-) -> IdlePolicy:
-    """Set ``cluster``'s idle rule (org admins of its organization only).
-
-    Raises ``PermissionDenied`` for anyone else, ``ValidationError`` naming the field for a
-    percent outside (0, 100] or minutes outside [5, 1440] (``selectors.utilization``'s
-    bounds, which the API's serializer checks too); nothing changes then.
-    """
-    if not user_visibility(user=user).is_org_admin(cluster.organization_id):
-        raise PermissionDenied("Only an org admin of this cluster's organization may do this.")
-    errors: dict[str, list[str]] = {}
-    try:
-        percent = Decimal(str(busy_below_percent))
-    except ArithmeticError:
-        percent = None
-    if percent is None or not percent.is_finite() or not ZERO < percent <= PERCENT_MAX:
-        errors["busy_below_percent"] = [f"Must be more than 0 and at most {PERCENT_MAX}."]
-    elif percent != percent.quantize(Decimal(1).scaleb(-PERCENT_PLACES)):
-        errors["busy_below_percent"] = [f"At most {PERCENT_PLACES} decimal places."]
-    if isinstance(for_minutes, bool) or not isinstance(for_minutes, int):
-        errors["for_minutes"] = ["Must be a whole number of minutes."]
-    elif not FOR_MINUTES[0] <= for_minutes <= FOR_MINUTES[1]:
-        errors["for_minutes"] = [f"Must be {FOR_MINUTES[0]} to {FOR_MINUTES[1]} minutes."]
-    if not isinstance(enabled, bool):
-        errors["enabled"] = ["Must be true or false."]
-    if errors:
-        raise ValidationError(errors)
-    with transaction.atomic():
-        policy, _ = IdlePolicy.objects.select_for_update().get_or_create(cluster=cluster)
-        before = _policy_fields(policy)
-        policy.enabled = enabled
-        policy.busy_below_percent = percent
-        policy.for_minutes = for_minutes
-        policy.updated_by = user
-        policy.save()
-        audit_record(
-            action=AuditAction.IDLE_POLICY_CHANGE,
-            organization_id=cluster.organization_id,
-            actor=user,
-            object_kind="cluster",
-            object_id=cluster.pk,
-            object_label=cluster.name,
-            before=before,
-            after=_policy_fields(policy),
-        )
-    return policy
-
-
-def _policy_fields(policy: IdlePolicy) -> dict:
-    """What the audit trail records of an idle rule."""
-    return {
-        "enabled": policy.enabled,
-        # A row just made holds the model's default as given (an int) until read back.
-        "busy_below_percent": Decimal(str(policy.busy_below_percent)).quantize(Decimal("0.01")),
-        "for_minutes": policy.for_minutes,
-    }

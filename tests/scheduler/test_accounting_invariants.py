@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 import pytest
 from django.db import transaction
@@ -81,6 +82,25 @@ def _check(history) -> None:
     RoleAssignment.objects.create(
         user=world.user, role=Role.ORG_ADMIN, organization=world.cluster.organization
     )
+    played = _play(world, history)
+    rollup = _check_ledger_and_rollup(world, played.end)
+    _check_burst(rollup)
+    visibility = user_visibility(user=world.user)
+    _check_health(world, visibility, played)
+    _check_tree_rows(world, visibility, played.end)
+    _check_reports(world, visibility, played.end)
+
+
+class Played(NamedTuple):
+    """How a played history ended: its last accounting pass, and whether a node ever left
+    service."""
+
+    end: datetime
+    nodes_changed: bool
+
+
+def _play(world, history) -> Played:
+    """Play ``history`` through the real services, then account up to a little after it."""
     now = T0
     nodes_changed = False
     for seconds, (action, arg, *rest) in history:
@@ -117,29 +137,41 @@ def _check(history) -> None:
             usage_account(cluster=world.cluster, now=now)
     end = now + timedelta(minutes=7)
     usage_account(cluster=world.cluster, now=end)
+    return Played(end, nodes_changed)
 
-    # The ledger is the runs, to the microsecond; the rollup is the ledger.
+
+def _rollup(cluster) -> dict:
+    """(project, hour) → (budgeted, burst, free, entitled, demand) of the hourly rollup."""
+    return {
+        (r.project_id, r.hour): (r.budgeted_gpu_seconds, r.burst_gpu_seconds, r.free_gpu_seconds,
+                                 r.entitled_gpu_seconds, r.demand_gpu_seconds)
+        for r in UsageHour.objects.filter(cluster=cluster)
+    }  # fmt: skip
+
+
+def _check_ledger_and_rollup(world, end: datetime) -> dict:
+    """The ledger is the runs, to the microsecond; the rollup is the ledger. Returns the
+    rollup."""
     assert ledger_total(world.cluster) == runs_total(world.cluster, now=end)
-    rollup = {
-        (r.project_id, r.hour): (r.budgeted_gpu_seconds, r.burst_gpu_seconds, r.free_gpu_seconds,
-                                 r.entitled_gpu_seconds, r.demand_gpu_seconds)
-        for r in UsageHour.objects.filter(cluster=world.cluster)
-    }  # fmt: skip
+    rollup = _rollup(world.cluster)
     usage_rebuild(cluster=world.cluster)
-    rebuilt = {
-        (r.project_id, r.hour): (r.budgeted_gpu_seconds, r.burst_gpu_seconds, r.free_gpu_seconds,
-                                 r.entitled_gpu_seconds, r.demand_gpu_seconds)
-        for r in UsageHour.objects.filter(cluster=world.cluster)
-    }  # fmt: skip
+    rebuilt = _rollup(world.cluster)
     assert rebuilt == rollup
+    return rollup
 
-    # Burst is what ran above the entitlement of the same seconds.
+
+def _check_burst(rollup: dict) -> None:
+    """Burst is what ran above the entitlement of the same seconds."""
     for (project_id, hour), (budgeted, burst, free, entitled, _) in rollup.items():
         assert budgeted <= entitled, (project_id, hour, budgeted, entitled)
         assert burst >= max(budgeted + burst - entitled, 0)
         assert min(budgeted, burst, free, entitled) >= 0
 
-    visibility = user_visibility(user=world.user)
+
+def _check_health(world, visibility, played: Played) -> None:
+    """Availability and occupancy of each day within 0 to 100 %; availability exactly 100 %
+    when no node ever left service."""
+    end = played.end
     first_day = T0.replace(hour=0, minute=0, second=0)
     health = cluster_health(
         visibility=visibility, cluster=world.cluster,
@@ -148,9 +180,12 @@ def _check(history) -> None:
     for day in health.days:
         for ratio in (day.availability, day.occupancy):
             assert ratio is None or 0 <= ratio <= 1, (day.day, ratio)
-        if not nodes_changed and day.capacity_gpu_seconds:
+        if not played.nodes_changed and day.capacity_gpu_seconds:
             assert day.availability == 1, day.day
 
+
+def _check_tree_rows(world, visibility, end: datetime) -> None:
+    """Owed vs delivered: each row is the sum of its children's."""
     rows = usage_by_tree_node(visibility=visibility, cluster=world.cluster, start=T0, end=end)
     assert [row.kind for row in rows][:2] == ["organization", "program"]
     for row in rows:
@@ -173,6 +208,11 @@ def _check(history) -> None:
                     (getattr(c, name) for c in children), Decimal(0)
                 ), (row.name, name)  # fmt: skip
 
+
+def _check_reports(world, visibility, end: datetime) -> None:
+    """The finance report's total equals the ledger; the dashboard's rows and the report API
+    give the same GPU-seconds per project."""
+    first_day = T0.replace(hour=0, minute=0, second=0)
     report = usage_report(
         visibility=visibility, start=first_day.date(), end=end.date(), level="project"
     )

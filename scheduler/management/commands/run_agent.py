@@ -19,8 +19,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.agent.__main__ import add_agent_arguments
+from scheduler.agent.launch_spec import parse_gpu_indices
 from scheduler.agent.loop import run_agent
-from scheduler.agent.runner import parse_gpu_indices
 
 
 class Command(BaseCommand):

@@ -1,55 +1,43 @@
-"""Browser pages of the live scheduler: the nodes of a cluster (with operator actions), the
-workloads a user may see ("My queue": state, place in the fair-share order, the engine's
-reason, minimum-runtime protection, preemptions, estimated start; a submit form) and the
-simulator (managers and org admins replay a trace in the background).
-
-Thin: objects come through the visibility selector (hidden ones are 404s), changes go
-through the services, and the pages refresh themselves every few seconds so a running
-cluster is seen moving (``?live=0`` stops it). The workload and simulation pages refresh only
-their live part (``static/js/poll.js``), so a half-typed form survives.
-"""
+"""The workload pages: "My queue" (state, place in the fair-share order, the engine's
+reason, minimum-runtime protection, preemptions, estimated start), the submit form (one
+workload or a sweep file), one workload's page and its cancellation."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_safe
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from governance.api_errors import flatten_errors
 from governance.figures import figure_json
 from governance.figures_dashboards import run_utilization_lines
-from governance.models import Cluster, Organization, Project
+from governance.models import Cluster, Project
 from governance.views.common import visibility_of
 from scheduler.api.views import sweep_submit
-from scheduler.choices import NODE_BADGES, NodeState, RunEndReason, RunLane, WorkloadState
-from scheduler.forms import SimulationForm, SweepUploadForm, WorkloadSubmitForm
-from scheduler.models import Node, Run, SchedulingCycle, SimulationJob, SimulationJobState
+from scheduler.choices import RunEndReason, RunLane, WorkloadState
+from scheduler.forms import SweepUploadForm, WorkloadSubmitForm
+from scheduler.models import Run
 from scheduler.selectors.estimates import CAVEAT, estimate_range, workload_estimates
-from scheduler.selectors.node_map import (
-    NodeFilterError,
-    cluster_node_map,
-    node_filters_parse,
-    node_with_work,
-)
 from scheduler.selectors.protection import protected_until
 from scheduler.selectors.queue import QueueParamError, queue_page
 from scheduler.selectors.queue_positions import queue_positions_attach
 from scheduler.selectors.utilization import idle_policy_effective
 from scheduler.selectors.workload_utilization import workload_utilization_traces
-from scheduler.selectors.workloads import may_cancel, run_stop_shown, visible_workloads
-from scheduler.services.nodes import node_bring_up, node_drain, node_mark_down, node_undrain
-from scheduler.services.simulations import MAX_UPLOAD_BYTES, simulation_job_create
+from scheduler.selectors.workloads import (
+    may_cancel,
+    run_stop_shown,
+    visible_workloads,
+    visible_workloads_with_runs,
+)
 from scheduler.services.workloads import workload_cancel, workload_submit
+from scheduler.views.common import live_refresh
 
-REFRESH_SECONDS = 5
-MAX_UPLOAD_READ = MAX_UPLOAD_BYTES + 1
 # A workload in one of these states has ended: nothing to cancel.
 TERMINAL_STATES = (WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED)
 
@@ -62,144 +50,6 @@ WORKLOAD_BADGES = {
     WorkloadState.FAILED: "badge-rejected",
     WorkloadState.CANCELLED: "badge-withdrawn",
 }
-
-# Operator actions: URL name → (service, takes a reason, past tense for the message).
-NODE_ACTIONS = {
-    "drain": (node_drain, True, "is draining: it takes nothing new and empties as runs pass "
-              "their minimum runtime"),
-    "undrain": (node_undrain, False, "is back in service"),
-    "mark-down": (node_mark_down, True, "is down; its workloads were requeued"),
-    "bring-up": (node_bring_up, False, "is back up"),
-}  # fmt: skip
-
-
-def _live(request: HttpRequest) -> int | None:
-    """Seconds between page refreshes, or None when the user turned it off."""
-    return None if request.GET.get("live") == "0" else REFRESH_SECONDS
-
-
-# What each operator action does, said on its confirmation page.
-NODE_ACTION_EFFECTS = {
-    "drain": "Nothing new lands on it; each workload on it is evicted once past its minimum "
-    "runtime (and requeued), so no protected work is lost. It becomes drained when empty.",
-    "undrain": "It takes new work again at the next scheduling cycle.",
-    "mark-down": "Every workload on it is stopped at the next scheduling cycle and requeued, "
-    "protected or not; nothing lands on it until it is brought up.",
-    "bring-up": "It takes new work again at the next scheduling cycle.",
-}
-# Which actions a node in each state offers.
-NODE_STATE_ACTIONS = {
-    NodeState.HEALTHY: ("drain", "mark-down"),
-    NodeState.DRAINING: ("undrain", "mark-down"),
-    NodeState.DRAINED: ("undrain", "mark-down"),
-    NodeState.DOWN: ("bring-up",),
-}
-NODE_ACTION_LABELS = {
-    "drain": "Drain",
-    "undrain": "Undrain",
-    "mark-down": "Mark down",
-    "bring-up": "Bring up",
-}
-
-
-@login_required
-@require_safe
-def nodes(request: HttpRequest) -> HttpResponse:
-    """Every node of the clusters the user sees as a map of GPUs coloured by project, with
-    counts per state, ``?state=`` and ``?q=`` (name contains) filters, and the drains in
-    progress; each node links to its own page (where operators act)."""
-    vis = visibility_of(request)
-    try:
-        state, search = node_filters_parse(request.GET)
-    except NodeFilterError as exc:
-        return render(request, "scheduler/nodes.html", {"error": exc, "groups": []}, status=400)
-    groups = []
-    for cluster in vis.clusters().select_related("organization").order_by("name"):
-        node_map = cluster_node_map(cluster=cluster, vis=vis, state=state, search=search)
-        node_map.last_cycle = SchedulingCycle.objects.filter(cluster=cluster).first()
-        node_map.draining = [m for m in node_map.nodes if m.node.state == NodeState.DRAINING]
-        node_map.can_operate = vis.is_org_admin(cluster.organization_id)
-        groups.append(node_map)
-    return render(
-        request,
-        "scheduler/nodes.html",
-        {
-            "groups": groups,
-            "state": state,
-            "search": search,
-            "states": NodeState.choices,
-            "refresh": _live(request),
-            "now": timezone.now(),
-        },
-    )
-
-
-def _operable_node(request: HttpRequest, pk: int):
-    """(visibility, node) for a node of a cluster the user sees, else 404."""
-    vis = visibility_of(request)
-    node = get_object_or_404(
-        Node.objects.filter(cluster__in=vis.clusters()).select_related("cluster"), pk=pk
-    )
-    return vis, node
-
-
-@login_required
-@require_safe
-def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One node: state and why, heartbeat, every workload on it (with its protection), and
-    for an org admin the actions its state allows."""
-    vis, node = _operable_node(request, pk)
-    mapped = node_with_work(node=node, vis=vis)
-    can_operate = vis.is_org_admin(node.cluster.organization_id)
-    return render(
-        request,
-        "scheduler/node_detail.html",
-        {
-            "mapped": mapped,
-            "node": node,
-            "badge": NODE_BADGES.get(node.state, "badge-draft"),
-            "actions": [(a, NODE_ACTION_LABELS[a]) for a in NODE_STATE_ACTIONS.get(node.state, ())]
-            if can_operate
-            else [],
-            "refresh": _live(request),
-            "now": timezone.now(),
-        },
-    )
-
-
-@login_required
-def node_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    """Drain, undrain, mark down or bring up a node (org admins of its organization): GET
-    asks to confirm, says what the action does and takes the reason; POST acts."""
-    if request.method not in ("GET", "HEAD", "POST"):
-        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
-    if action not in NODE_ACTIONS:
-        return HttpResponse(status=404)
-    vis, node = _operable_node(request, pk)
-    if not vis.is_org_admin(node.cluster.organization_id):
-        raise PermissionDenied("Only an org admin of this cluster's organization may do this.")
-    service, with_reason, done = NODE_ACTIONS[action]
-    if request.method != "POST":
-        return render(
-            request,
-            "scheduler/node_action.html",
-            {
-                "node": node,
-                "action": action,
-                "label": NODE_ACTION_LABELS[action],
-                "effect": NODE_ACTION_EFFECTS[action],
-                "with_reason": with_reason,
-                "mapped": node_with_work(node=node, vis=vis),
-            },
-        )
-    kwargs = {"reason": request.POST.get("reason", "").strip()[:500]} if with_reason else {}
-    try:
-        service(node=node, actor=request.user, **kwargs)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, f"{node.name} {done}.")
-    return redirect("scheduler:node-detail", pk=node.pk)
 
 
 def _queue_facts(workloads: list) -> None:
@@ -308,7 +158,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
             "next_link": _queue_querystring(request, page=page.next_page_number())
             if page.has_next()
             else None,
-            "refresh": _live(request),
+            "refresh": live_refresh(request),
             "stop_link": _queue_querystring(request, live="0"),
             "can_submit": _submit_form(vis) is not None,
             "caveat": CAVEAT,
@@ -403,19 +253,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: its state, place in the queue, the engine's reason, estimated start,
     minimum-runtime protection, its runs (with preemptions) and their GPU utilization."""
     vis = visibility_of(request)
-    workload = get_object_or_404(
-        visible_workloads(vis)
-        .select_related("project", "cluster", "submitted_by")
-        .prefetch_related(
-            Prefetch(
-                "runs",
-                queryset=Run.objects.order_by("-attempt").select_related(
-                    "preempted_by__project__program"
-                ),
-            )
-        ),
-        pk=pk,
-    )
+    workload = get_object_or_404(visible_workloads_with_runs(vis), pk=pk)
     _queue_facts([workload])
     for run in workload.runs.all():
         run.preemptor_shown, run.explanation_shown = run_stop_shown(vis, run)
@@ -442,7 +280,7 @@ def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # Operators may stop a running run now (scheduler/preemption_views.py).
             "can_preempt": workload.state == WorkloadState.RUNNING
             and vis.is_org_admin(workload.cluster.organization_id),
-            "refresh": _live(request),
+            "refresh": live_refresh(request),
             "caveat": CAVEAT,
         },
     )
@@ -468,105 +306,3 @@ def workload_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     workload_cancel(workload=workload, actor=request.user)
     messages.success(request, f"{workload.name} is cancelled.")
     return redirect("scheduler:workload-detail", pk=workload.pk)
-
-
-# --- Simulator ----------------------------------------------------------------------------
-
-
-def _simulating_orgs(vis) -> list[Organization]:
-    """Organizations the user manages in (org admin, or manager of one of its programs)."""
-    return list(vis.simulating_organizations().order_by("name"))
-
-
-def _visible_jobs(vis):
-    """Simulation jobs the user may open: their own, and any of an org they administer."""
-    return SimulationJob.objects.filter(vis.simulations_q()).select_related("created_by", "cluster")
-
-
-def _simulator_page(request: HttpRequest, vis, orgs, form=None, status=200) -> HttpResponse:
-    clusters = list(Cluster.objects.filter(organization__in=orgs).order_by("name"))
-    return render(
-        request,
-        "scheduler/simulator.html",
-        {
-            "form": form or SimulationForm(clusters=clusters),
-            "jobs": list(_visible_jobs(vis)[:10]),
-        },
-        status=status,
-    )
-
-
-@login_required
-@require_safe
-def simulator(request: HttpRequest) -> HttpResponse:
-    """The simulator form and the user's latest simulations (managers and org admins)."""
-    vis = visibility_of(request)
-    orgs = _simulating_orgs(vis)
-    if not orgs:
-        raise PermissionDenied("The simulator is for program managers and org admins.")
-    return _simulator_page(request, vis, orgs)
-
-
-@login_required
-@require_POST
-def simulation_create(request: HttpRequest) -> HttpResponse:
-    """Queue a simulation; bad input (a bad trace row with its line) re-shows the form."""
-    vis = visibility_of(request)
-    orgs = _simulating_orgs(vis)
-    if not orgs:
-        raise PermissionDenied("The simulator is for program managers and org admins.")
-    clusters = list(Cluster.objects.filter(organization__in=orgs).order_by("name"))
-    form = SimulationForm(request.POST, request.FILES, clusters=clusters)
-    if not form.is_valid():
-        return _simulator_page(request, vis, orgs, form=form, status=400)
-    data = form.cleaned_data
-    cluster = next((c for c in clusters if c.pk == data["cluster"]), None)
-    upload = request.FILES.get("trace_file")
-    try:
-        job = simulation_job_create(
-            user=request.user,
-            organization=cluster.organization if cluster else orgs[0],
-            trace_source=data["trace_source"],
-            gpus=data["gpus"],
-            gpus_per_node=data["gpus_per_node"],
-            budgets=data["budgets"],
-            cluster=cluster,
-            policies=data["policies"],
-            start_day=data["start_day"],
-            days=data["days"],
-            # Read at most one byte past the limit: the service refuses it, naming the size.
-            upload=upload.read(MAX_UPLOAD_READ) if upload else None,
-            upload_name=upload.name if upload else "upload.csv",
-        )
-    except ValidationError as exc:
-        for field, errors in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-        return _simulator_page(request, vis, orgs, form=form, status=400)
-    messages.success(request, "The simulation is queued; this page shows its progress.")
-    return redirect("scheduler:simulation-detail", pk=job.pk)
-
-
-@login_required
-@require_safe
-def simulation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One simulation: progress while it runs; then the comparison, delivery and timeline."""
-    vis = visibility_of(request)
-    job = get_object_or_404(_visible_jobs(vis), pk=pk)
-    finished = job.state in (SimulationJobState.DONE, SimulationJobState.FAILED)
-    result = job.result if job.state == SimulationJobState.DONE else None
-    figures = [
-        {**fig, "delivery_id": f"delivery-{i}", "timeline_id": f"timeline-{i}"}
-        for i, fig in enumerate((result or {}).get("figures", []), start=1)
-    ]
-    return render(
-        request,
-        "scheduler/simulation_detail.html",
-        {
-            "job": job,
-            "finished": finished,
-            "refresh": None if finished else 2,
-            "result": result,
-            "figures": figures,
-            "percent": round(100 * job.progress),
-        },
-    )
