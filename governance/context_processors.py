@@ -51,7 +51,7 @@ def navigation(request: HttpRequest) -> dict:
                 {"label": "Dashboards", "url": reverse("dashboards:delivery"), "count": None}
             )
     if vis.admin_org_ids or vis.managed_program_ids:
-        # Replay a trace through the engine (scheduler/views.py, docs/simulator-page.md).
+        # Replay a trace through the engine (scheduler/views/simulations.py, docs/simulator-page.md).
         with contextlib.suppress(NoReverseMatch):
             items.append(
                 {"label": "Simulator", "url": reverse("scheduler:simulator"), "count": None}

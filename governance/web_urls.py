@@ -25,5 +25,5 @@ urlpatterns = [
     path("audit/", include("governance.views.audit")),  # the audit trail (org admins)
     path("people/", include("governance.views.roles")),  # people and roles (managers)
     path("notifications/", include("governance.views.notifications")),  # the bell's centre
-    path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views.py)
+    path("", include("scheduler.web_urls")),  # nodes and workloads pages (scheduler/views/)
 ]
