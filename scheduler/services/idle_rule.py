@@ -6,7 +6,7 @@ unused past their minimum runtime (``Run.idle_since``) and tells the owner once;
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -19,6 +19,7 @@ from governance.selectors.visibility import user_visibility
 from governance.services.audit import audit_record
 from governance.services.notifications import Notice, notify
 from scheduler.models import IdlePolicy, Run
+from scheduler.selectors.protection import protected_until
 from scheduler.selectors.utilization import (
     FOR_MINUTES,
     PERCENT_MAX,
@@ -73,10 +74,12 @@ def idle_rule_apply(*, cluster: Cluster, now: datetime) -> dict[str, int]:
 
 def _is_idle(run: Run, window, policy: IdleRule, now: datetime) -> bool | None:
     """True idle, False busy, None cannot tell (protected, or not measured over the window)."""
-    protected = run.protected_until
-    if protected is None:
-        protected = run.started_at + timedelta(seconds=run.workload.min_runtime_seconds)
-    if protected > now:
+    protected = protected_until(
+        started_at=run.started_at,
+        min_runtime_seconds=run.workload.min_runtime_seconds,
+        recorded=run.protected_until,
+    )
+    if protected is not None and protected > now:
         # Inside its minimum runtime a run is never idle (it may be warming up), and a mark
         # from before cannot be left standing either.
         return False if run.idle_since is not None else None

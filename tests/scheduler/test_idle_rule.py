@@ -175,3 +175,17 @@ def test_the_workload_page_flags_an_idle_run_with_the_rule(world, client):
     assert "its time is still charged" in text  # a charged run (the free lane is not)
     Run.objects.filter(pk=run.pk).update(lane="free")
     assert "its time is still charged" not in client.get(page).content.decode()
+
+
+def test_a_run_without_recorded_protection_is_protected_for_its_minimum_runtime(world):
+    """A run the engine recorded no protection for (started before the record existed) is
+    protected for its workload's minimum runtime, 1 h here: idle all along, it is not judged
+    at 09:50 and is marked at 10:40, after 40 idle minutes past 10:00."""
+    personas, node, run = world
+    run.workload.min_runtime_seconds = 3600
+    run.workload.save(update_fields=["min_runtime_seconds"])
+    Run.objects.filter(pk=run.pk).update(protected_until=None)
+    report(node, run, 0, 50, "0.01")
+    assert apply(personas, 50)["marked"] == 0
+    report(node, run, 50, 100, "0.01")
+    assert apply(personas, 100) == {"marked": 1, "cleared": 0, "idle": 1}
