@@ -6,7 +6,7 @@ unused past their minimum runtime (``Run.idle_since``) and tells the owner once;
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -83,6 +83,11 @@ def _is_idle(run: Run, window, policy: IdleRule, now: datetime) -> bool | None:
         # Inside its minimum runtime a run is never idle (it may be warming up), and a mark
         # from before cannot be left standing either.
         return False if run.idle_since is not None else None
+    if run.started_at > now - timedelta(minutes=policy.for_minutes):
+        # Telemetry may cover nearly all of the window (agents report a minute late, so the
+        # rule accepts a window covered to ``WINDOW_COVERAGE``), but a run younger than the
+        # window cannot have been idle for all of it.
+        return None
     if window is None or not window.covered:
         return None
     return window.busy_percent < policy.busy_below_percent

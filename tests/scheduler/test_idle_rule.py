@@ -189,3 +189,24 @@ def test_a_run_without_recorded_protection_is_protected_for_its_minimum_runtime(
     assert apply(personas, 50)["marked"] == 0
     report(node, run, 50, 100, "0.01")
     assert apply(personas, 100) == {"marked": 1, "cleared": 0, "idle": 1}
+
+
+def test_a_run_younger_than_the_window_is_not_judged(world):
+    """Telemetry from 09:00 to 09:28 at 1 %: at 09:28 it covers 28 of the window's 30
+    minutes, enough for the rule's coverage (an agent's latest minute may be late), but the
+    run has not run for 30 minutes; it was marked at 09:28. Marked at 09:30."""
+    personas, node, run = world
+    allocated = Decimal(4 * 28 * 60)
+    utilization_report(
+        node=node,
+        reports=[item(run, at(minutes=0), at(minutes=28), allocated, allocated / 100)],
+        now=at(minutes=28),
+    )
+    assert apply(personas, 28) == {"marked": 0, "cleared": 0, "idle": 0}
+    allocated = Decimal(4 * 2 * 60)
+    utilization_report(
+        node=node,
+        reports=[item(run, at(minutes=28), at(minutes=30), allocated, allocated / 100)],
+        now=at(minutes=30),
+    )
+    assert apply(personas, 30) == {"marked": 1, "cleared": 0, "idle": 1}
