@@ -94,11 +94,6 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
 
-    @property
-    def is_free_lane(self) -> bool:
-        """Minimum runtime 0: never charged, preemptible at any moment."""
-        return self.min_runtime_seconds == 0
-
 
 class Run(models.Model):
     """One start of a workload on its GPUs, from the cycle that started it until it ended.
