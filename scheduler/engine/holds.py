@@ -8,7 +8,12 @@ for hours; three rules put them to use without delaying the holder for long:
   churn budget included) may start on the free GPUs of a node held for a pending workload.
   The run borrows: once past its protection it yields to the holder whenever evicting it lets
   the holder start, whatever the policy's ranks say. The holder therefore waits at most that
-  protection beyond the moment its node would have been ready.
+  protection beyond the moment its node would have been ready. A gang waits for every node
+  it holds: longer work may borrow one of them when its protection ends no later than that of
+  the work the gang already waits for on its held nodes (``hold_ready``). Such a loan delays
+  the gang only when that work ends before its protection, and never past the moment the
+  gang could have evicted it; a stream of loans cannot starve the gang, since borrowers do
+  not count in ``hold_ready``.
 - **Recall.** A holder first tries to start by evicting its own borrowers that are past
   their protection (no break-even patience: the borrower agreed to yield).
 - **Moves.** A single-node holder that has waited ``gang_reserve_after`` (the bound a gang
@@ -44,22 +49,41 @@ if TYPE_CHECKING:
 
 
 def loanable(walk: Walk, job: Job) -> bool:
-    """May ``job`` borrow held GPUs? Charged single-node work whose run would be protected
-    no longer than the debug class (``debug_min_runtime``)."""
-    if not walk.s.policy.lends_holds or not job.charged or job.nodes > 1:
-        return False
-    return walk.s.protection(job) <= walk.params.debug_min_runtime
+    """May ``job`` borrow held GPUs at all? Charged single-node work (how long its run may
+    be protected depends on the hold: ``borrow``)."""
+    return walk.s.policy.lends_holds and job.charged and job.nodes == 1
+
+
+def hold_ready(walk: Walk, nodes: list[int]) -> float:
+    """When a gang holding ``nodes`` could first have them all by eviction: the latest
+    protection of the work on them (its own borrowers aside, they yield), or now."""
+    run, cap = walk.s._run, walk.cap
+    ready = walk.now
+    for idx in nodes:
+        for wid in cap.nodes[idx].running:
+            v = run[wid]
+            if v.loan_for is None and v.protected_until > ready:
+                ready = v.protected_until
+    return ready
 
 
 def borrow(walk: Walk, job: Job) -> bool:
-    """Start ``job`` on the fullest node held for a pending workload that has room for it."""
+    """Start ``job`` on the fullest node held for a pending workload that has room for it,
+    when its run's protection ends within what that hold allows (the module's docstring)."""
     s, cap, reserved = walk.s, walk.cap, walk.reserved
     if not reserved or cap.free_total < job.gpus:
         return False
+    ends = walk.now + s.protection(job)
+    short = ends <= walk.now + walk.params.debug_min_runtime
+    ready = walk.hold_ready
+    if not short and (not ready or ends > max(ready.values())):
+        return False  # longer work borrows only from a gang that waits longer still
     for free in range(job.gpus, cap.max_gpus + 1):
         for idx in cap.buckets[free]:
             holder = reserved.get(idx)
             if holder is not None and holder in s._pending:
+                if not short and ends > ready.get(holder, walk.now):
+                    continue
                 rec = cap.nodes[idx]
                 job.loan_for = holder
                 walk._launch(

@@ -46,6 +46,8 @@ class Walk:
         self.cap = sched.capacity
         self.reserved: dict[int, str] = {}
         self._reserved_for: set[str] = set()  # jobs that had their turn to reserve
+        # gang -> when it could first have every node it holds (``holds.hold_ready``)
+        self.hold_ready: dict[str, float] = {}
         self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
         self.evicted: list[Job] = []
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)

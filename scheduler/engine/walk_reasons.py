@@ -34,7 +34,7 @@ def blocked_phrase(walk: Walk, job: Job) -> str:
     if job.nodes > 1:
         parts.extend(gang_phrases(walk, job, held))
     elif held:
-        parts.append("holding " + ", ".join(held) + " until they free" + lending(walk))
+        parts.append("holding " + ", ".join(held) + " until they free" + lending(walk, job))
     if job.patient_until > walk.now:
         parts.append(words.patience(job.patient_until - walk.now))
     elif job.lane == 0 and job.charged and walk.s.policy.preempts:
@@ -42,13 +42,18 @@ def blocked_phrase(walk: Walk, job: Job) -> str:
     return "; ".join(parts)
 
 
-def lending(walk: Walk) -> str:
-    """The words a hold adds when the policy lends held GPUs to short work."""
+def lending(walk: Walk, job: Job) -> str:
+    """The words ``job``'s hold adds when the policy lends held GPUs (``holds``): to short
+    work, and for a gang to work protected no longer than what it waits for."""
     if not walk.s.policy.lends_holds:
         return ""
+    longest = walk.params.debug_min_runtime
+    ready = walk.hold_ready.get(job.id)
+    if ready is not None and ready - walk.now > longest:
+        longest = ready - walk.now
     return (
-        " (meanwhile short work may borrow their free GPUs; it yields once past its "
-        "minimum runtime)"
+        f" (meanwhile work protected for at most {words.duration(longest)} may borrow their "
+        "free GPUs; it yields once past its minimum runtime)"
     )
 
 
@@ -59,7 +64,7 @@ def gang_phrases(walk: Walk, job: Job, held: list[str]) -> list[str]:
     if held:
         return [
             f"holding {', '.join(held)} ({len(held)} of the {job.nodes} nodes it needs) "
-            "until they free" + lending(walk)
+            "until they free" + lending(walk, job)
         ]
     if job.lane != 0:
         return []

@@ -61,6 +61,7 @@ def reserve(walk: Walk, job: Job) -> None:
     if chosen is not None:
         for held in chosen:
             reserved[held] = job.id
+        walk.hold_ready[job.id] = holds.hold_ready(walk, chosen)
 
 
 def reclaim_one_step(walk: Walk, job: Job) -> bool:

@@ -1,7 +1,8 @@
 """Where a policy's idle GPUs go while the cluster is over-demanded, on the Philly replay.
 
 Run: ``.venv/bin/python -m tests.bench.idle_breakdown fairshare:512 quota:512`` — each
-argument is ``policy:gpus[:first N jobs]``. The engine's state is sampled every 15 simulated
+argument is ``policy:gpus[:first N jobs]``; ``--trace var/sim/philly-variant.csv`` before them
+replays a canonical trace instead, with budgets proportional to each team's GPU-hours. The engine's state is sampled every 15 simulated
 minutes of the submit window (first to last submission); a sample counts when the pending
 workloads ask for more GPUs than are free (over-demand at that instant, a finer test than
 the replay's hourly one). Printed per argument, as shares of the cluster's GPU-time in those
@@ -14,12 +15,24 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from typing import NamedTuple
 
 from scheduler.engine import IdleGpus, Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
 
 SAMPLE_SECONDS = 900.0
+
+
+class TraceSource(NamedTuple):
+    """Which trace to replay: its path, format and budgets (a file or ``proportional``)."""
+
+    path: str
+    format: str
+    budgets: str
+
+
+PHILLY = TraceSource(str(PHILLY_JOBS), "philly", str(PHILLY_BUDGETS))
 CAUSES = ("held", "gang_owned", "fragmented", "unused")
 
 
@@ -55,12 +68,14 @@ class _Sampled:
         return result
 
 
-def breakdown(policy: str, gpus: int, jobs: int | None = None) -> Counter[str]:
+def breakdown(
+    policy: str, gpus: int, jobs: int | None = None, source: TraceSource = PHILLY
+) -> Counter[str]:
     """GPU-samples busy and idle by cause at over-demand, and the number of samples."""
-    trace = load_trace(PHILLY_JOBS, "philly")
+    trace = load_trace(source.path, source.format)
     if jobs:
         trace = trace.head(jobs)
-    budgets = load_budgets(PHILLY_BUDGETS, trace.jobs)
+    budgets = load_budgets(source.budgets, trace.jobs)
     submits = [job.submit_time for job in trace.jobs]
     wrappers: list[_Sampled] = []
 
@@ -75,10 +90,15 @@ def breakdown(policy: str, gpus: int, jobs: int | None = None) -> Counter[str]:
 
 
 def main(args: list[str]) -> None:
-    """Print one line per ``policy:gpus[:jobs]`` argument."""
+    """Print one line per ``policy:gpus[:jobs]`` argument (``--trace PATH`` first: another
+    canonical trace, with budgets proportional to each team's GPU-hours)."""
+    source = PHILLY
+    if args[:1] == ["--trace"]:
+        source = TraceSource(args[1], "canonical", "proportional")
+        args = args[2:]
     for spec in args:
         policy, gpus, *rest = spec.split(":")
-        totals = breakdown(policy, int(gpus), int(rest[0]) if rest else None)
+        totals = breakdown(policy, int(gpus), int(rest[0]) if rest else None, source)
         capacity = totals["samples"] * int(gpus) or 1
         shares = ", ".join(
             f"{name} {100 * totals[name] / capacity:.1f} %" for name in ("busy", *CAUSES)

@@ -220,8 +220,9 @@ def test_gang_waiting_past_the_bound_reserves_nodes_so_small_jobs_cannot_starve_
     # Before the bound, a small job may still use n0.
     assert _ids(sched.cycle(10 * MINUTE, usage).starts) == ["small-1"]
     sched.finish("small-1")
-    sched.submit(work("small-2", "a", 2, submit=31 * MINUTE))
-    # Past the bound, n0 is held for the gang: the small job waits and says why.
+    # Past the bound, n0 is held for the gang: a small job protected beyond a1 (until 8 h)
+    # would delay the gang past the moment it could evict a1, so it waits and says why.
+    sched.submit(work("small-2", "a", 2, submit=31 * MINUTE, min_runtime=8 * HOUR))
     result = sched.cycle(31 * MINUTE, usage, explain=True)
     assert result.starts == []
     assert "holding" in result.reasons["gang"]

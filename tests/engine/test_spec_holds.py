@@ -263,3 +263,40 @@ def test_without_the_debug_job_the_window_rank_decides():
     sched.submit(build_workload("b-train", "beta", 1, submit=T0, min_runtime=2 * HOUR))
     result = sched.cycle(T0 + MINUTE, BETA_MORE)
     assert started_ids(result) == ["a-train"]
+
+
+def gang_waiting_on_protected_work() -> Scheduler:
+    """Three 8-GPU nodes, halves: beta's fillers take 2 GPUs of n0, 2 of n1 and all of n2,
+    each protected until T0 + 8 h. alpha's 2-node gang (16 GPUs) fits nowhere; 31 minutes
+    at the head of its turn it holds n0 and n1 (the emptiest; no cap on held nodes), which
+    it cannot have before T0 + 8 h by eviction: its hold is needed no earlier than that."""
+    sched = build_scheduler(build_nodes(3), halves(), max_reserved_fraction=1.0)
+    run(sched, "f0", "beta", {"n0": 2})
+    run(sched, "f1", "beta", {"n1": 2})
+    run(sched, "f2", "beta", {"n2": 8})
+    sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=T0))
+    assert sched.cycle(T0, BETA_OVER).starts == []
+    return sched
+
+
+def test_work_that_ends_before_what_a_gang_waits_for_borrows_its_held_node():
+    sched = gang_waiting_on_protected_work()
+    # A 2 h training run submitted at +31 min is protected until T0 + 2 h 31 min, long
+    # before the fillers' T0 + 8 h: it borrows a held node and yields once past that.
+    sched.submit(build_workload("train", "beta", 4, submit=T0 + 31 * MINUTE))
+    result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER, explain=True)
+    assert "holding n0, n1" in result.reasons["gang"]
+    assert "work protected for at most 7.5 h may borrow" in result.reasons["gang"]
+    (start,) = result.starts
+    assert start.workload_id == "train" and start.loan_for == "gang"
+    assert set(start.placement) <= {"n0", "n1"}
+
+
+def test_work_that_outlasts_what_a_gang_waits_for_does_not_borrow():
+    sched = gang_waiting_on_protected_work()
+    # Protected until T0 + 8 h 31 min: past the fillers' protection, it could delay the
+    # gang by 31 minutes beyond the moment it could have every node: it waits.
+    sched.submit(build_workload("long", "beta", 4, submit=T0 + 31 * MINUTE, min_runtime=LONG))
+    result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER)
+    assert result.starts == []
+    assert "long" in sched.pending_ids()

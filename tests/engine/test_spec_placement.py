@@ -207,8 +207,9 @@ def test_gang_waiting_past_the_bound_reserves_whole_nodes_so_small_work_cannot_s
     sched = gang_starved_cluster()
     sched.cycle(NOW, USAGE)
     sched.cycle(NOW + 20 * MINUTE, USAGE)
-    # 35 min at the head of its turn: past the 30 min bound, it holds n0 and n1.
-    sched.submit(build_workload("late", "beta", 2, submit=NOW + 35 * MINUTE))
+    # 35 min at the head of its turn: past the 30 min bound, it holds n0 and n1. The small
+    # job would be protected past the fillers (8 h): it may not borrow the held nodes.
+    sched.submit(build_workload("late", "beta", 2, submit=NOW + 35 * MINUTE, min_runtime=8 * HOUR))
     result = sched.cycle(NOW + 35 * MINUTE, USAGE)
     assert started_ids(result) == []
     assert "late" in sched.pending_ids()
