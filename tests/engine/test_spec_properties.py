@@ -7,6 +7,7 @@ Random clusters of 8-GPU nodes (some draining or down), random running and pendi
 - a workload inside its minimum runtime is never preempted (only a forced drain or a node
   that went down may stop it);
 - gangs whole or not at all: exactly ``nodes`` nodes, each wholly its own;
+- a loan sits on a node held for its holder and ends when the hold allows (``holds``);
 - the same input gives the same orders;
 - usage is conserved over a replay: the GPU-seconds accounted cycle by cycle equal the sum
   of GPUs x run time of every run the orders describe.
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.engine import POLICIES, BudgetNode, Node, NodeState, Workload
+from scheduler.engine import POLICIES, BudgetNode, Node, NodeState, PolicyParams, Workload
 from tests.engine.conftest import HOUR, build_scheduler
 
 GPUS_PER_NODE = 8
@@ -29,6 +30,7 @@ MIN_RUNTIMES = [0.0, 900.0, 3600.0, 7200.0, 8 * HOUR, 10 * HOUR]  # 10 h is capp
 AGES = [0.0, 60.0, 899.0, 900.0, 3600.0, 7300.0, 30_000.0]
 NOW = 100 * HOUR
 MAX_MIN_RUNTIME = 8 * HOUR
+DEBUG_MIN_RUNTIME = PolicyParams().debug_min_runtime
 
 SPEC = settings(
     max_examples=100,
@@ -205,12 +207,35 @@ def check_cycle(sched, sc: Scenario, now: float, result, before: dict, pending_b
             assert now - rec.start_time >= protected, (p, now - rec.start_time, protected)
         if p.kind == "preempt":
             assert p.by is not None and p.by in sched.running
+    check_loans(sched, now, result, before)
     # Every gang still running is whole.
     for rec in sched.running.values():
         w = rec.workload
         if w.nodes > 1 or w.gpus > GPUS_PER_NODE:
             assert all(g == GPUS_PER_NODE for g in rec.placement.values())
             assert all(per_node[n] == GPUS_PER_NODE for n in rec.placement)
+
+
+def check_loans(sched, now: float, result, before: dict) -> None:
+    """A run that borrows a held node is on a node held for its holder, and its protection
+    ends within the debug class or, on a gang's nodes, by the latest protection of the work
+    (borrowers aside) on the gang's held nodes before or during the cycle."""
+    held: dict[str, set[str]] = {}
+    for idx, holder in sched._last_reserved.items():
+        held.setdefault(holder, set()).add(sched.capacity.nodes[idx].name)
+    runs = list(before.values()) + list(sched.running.values())
+    for s in result.starts:
+        if s.loan_for is None:
+            continue
+        nodes = held.get(s.loan_for, set())
+        assert set(s.placement) <= nodes, (s, nodes)
+        bound = now + DEBUG_MIN_RUNTIME
+        if s.loan_for in sched.pending_ids() and len(nodes) > 1:
+            waited = [
+                r.protected_until for r in runs if r.loan_for is None and set(r.placement) & nodes
+            ]
+            bound = max([bound, *waited])
+        assert s.protected_until <= bound, (s, bound)
 
 
 def cycle_checked(sched, sc, now, usage, explain=False):
