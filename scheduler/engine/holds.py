@@ -73,10 +73,11 @@ def borrow(walk: Walk, job: Job) -> bool:
     s, cap, reserved = walk.s, walk.cap, walk.reserved
     if not reserved or cap.free_total < job.gpus:
         return False
-    ends = walk.now + s.protection(job)
-    short = ends <= walk.now + walk.params.debug_min_runtime
+    protection = s.protection(job)
+    short = protection <= walk.params.debug_min_runtime
+    ends = walk.now + protection
     ready = walk.hold_ready
-    if not short and (not ready or ends > max(ready.values())):
+    if not short and (not ready or ends > walk.hold_ready_latest):
         return False  # longer work borrows only from a gang that waits longer still
     for free in range(job.gpus, cap.max_gpus + 1):
         for idx in cap.buckets[free]:

@@ -48,6 +48,7 @@ class Walk:
         self._reserved_for: set[str] = set()  # jobs that had their turn to reserve
         # gang -> when it could first have every node it holds (``holds.hold_ready``)
         self.hold_ready: dict[str, float] = {}
+        self.hold_ready_latest = float("-inf")  # the latest of ``hold_ready``
         self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
         self.evicted: list[Job] = []
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)

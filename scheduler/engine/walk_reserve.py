@@ -61,7 +61,8 @@ def reserve(walk: Walk, job: Job) -> None:
     if chosen is not None:
         for held in chosen:
             reserved[held] = job.id
-        walk.hold_ready[job.id] = holds.hold_ready(walk, chosen)
+        ready = walk.hold_ready[job.id] = holds.hold_ready(walk, chosen)
+        walk.hold_ready_latest = max(walk.hold_ready_latest, ready)
 
 
 def reclaim_one_step(walk: Walk, job: Job) -> bool:
