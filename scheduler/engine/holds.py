@@ -11,8 +11,8 @@ for hours; three rules put them to use without delaying the holder for long:
   protection beyond the moment its node would have been ready. A gang waits for every node
   it holds: longer work may borrow one of them when its protection ends no later than that of
   the work the gang already waits for on its held nodes (``hold_ready``). Such a loan delays
-  the gang only when that work ends before its protection, and never past the moment the
-  gang could have evicted it; a stream of loans cannot starve the gang, since borrowers do
+  the gang only when that work ends before its protection, and never past the moment that
+  protection would have ended; a stream of loans cannot starve the gang, since borrowers do
   not count in ``hold_ready``.
 - **Recall.** A holder first tries to start by evicting its own borrowers that are past
   their protection (no break-even patience: the borrower agreed to yield).

@@ -18,7 +18,9 @@ def _replay_fairshare(benchmark, jobs: int | None, gpus: int, target_seconds: fl
     # No per-run records: the timeline is not part of what is measured.
     config = ReplayConfig(gpus=gpus, policy="fairshare", record_runs=False)
 
-    result = benchmark.pedantic(replay, args=(trace, budgets, config), rounds=1, iterations=1)
+    # Three rounds: one replay's wall time moves by several percent from minute to minute on
+    # a shared machine, and the target is judged on the median.
+    result = benchmark.pedantic(replay, args=(trace, budgets, config), rounds=3, iterations=1)
 
     metrics = compute_metrics(result)
     benchmark.extra_info["target_seconds"] = target_seconds
