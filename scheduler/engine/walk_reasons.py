@@ -34,7 +34,8 @@ def blocked_phrase(walk: Walk, job: Job) -> str:
     if job.nodes > 1:
         parts.extend(gang_phrases(walk, job, held))
     elif held:
-        parts.append("holding " + ", ".join(held) + " until they free" + lending(walk, job))
+        until = " until they free" if len(held) > 1 else " until it frees"
+        parts.append("holding " + ", ".join(held) + until + lending(walk, job))
     if job.patient_until > walk.now:
         parts.append(words.patience(job.patient_until - walk.now))
     elif job.lane == 0 and job.charged and walk.s.policy.preempts:
@@ -52,7 +53,7 @@ def lending(walk: Walk, job: Job) -> str:
     if ready is not None and ready - walk.now > longest:
         longest = ready - walk.now
     return (
-        f" (meanwhile work protected for at most {words.duration(longest)} may borrow their "
+        f" (meanwhile work protected for at most {words.duration(longest)} may borrow the "
         "free GPUs; it yields once past its minimum runtime)"
     )
 

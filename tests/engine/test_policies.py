@@ -42,7 +42,7 @@ def test_fifo_holds_a_node_for_the_blocked_head_so_later_small_jobs_cannot_delay
     result = sched.cycle(10.0, {}, explain=True)
     # n1 (4 free, the most) is held for the 8-GPU head; the small job may use n0.
     assert [(s.workload_id, s.placement) for s in result.starts] == [("small", {"n0": 2})]
-    assert "holding n1" in result.reasons["head"]
+    assert "holding n1 until it frees" in result.reasons["head"]
 
 
 def test_partition_caps_each_project_at_its_share_and_never_lends_idle_gpus():

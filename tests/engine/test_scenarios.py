@@ -264,7 +264,10 @@ def test_backfill_uses_free_gpus_but_not_the_node_held_for_a_blocked_bigger_job(
     # later, smaller jobs may only use n1.
     result = sched.cycle(10.0, {"a": 0.0, "b": 1e6}, explain=True)
     assert [(s.workload_id, s.placement) for s in result.starts] == [("small", {"n1": 2})]
-    assert "holding n0" in result.reasons["needs-4"]
+    assert (
+        "holding n0 until it frees (meanwhile work protected for at most 30 min may borrow the "
+        "free GPUs"
+    ) in result.reasons["needs-4"]
 
 
 def test_free_lane_may_backfill_onto_a_held_node_and_yields_to_charged_work():
