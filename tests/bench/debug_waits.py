@@ -1,8 +1,10 @@
 """How long the Philly replay's debug-class jobs wait for their first start, and why.
 
 Run: ``.venv/bin/python -m tests.bench.debug_waits fairshare:512 quota:512`` — each argument
-is ``policy:gpus[:first N jobs]``. Printed once for the trace: how many jobs the replay's
-contract calls debug-class and their share of GPU-hours; then per argument: the share of
+is ``policy:gpus[:first N jobs]``; ``--trace var/sim/philly-variant.csv`` before them replays
+a canonical trace instead, with budgets proportional to each team's GPU-hours. Printed once
+for the trace: how many jobs the replay's contract calls debug-class and their share of
+GPU-hours; then per argument: the share of
 debug-class jobs submitted in the submit window that waited more than 10 minutes, and the
 p50 / p90 wait of those in a burst (at least ``BURST`` debug-class jobs of the same project
 submitted within ``BURST_SECONDS`` around them, itself included) and of the rest.
@@ -52,12 +54,17 @@ def _minutes(seconds: float) -> str:
 
 
 def main(args: list[str]) -> None:
-    trace = load_trace(PHILLY_JOBS, "philly")
+    budget_spec = str(PHILLY_BUDGETS)
+    if args[:1] == ["--trace"]:
+        trace = load_trace(args[1], "canonical")
+        budget_spec, args = "proportional", args[2:]
+    else:
+        trace = load_trace(PHILLY_JOBS, "philly")
     printed_trace = False
     for arg in args:
         policy, gpus, *rest = arg.split(":")
         run_trace = trace.head(int(rest[0])) if rest else trace
-        budgets = load_budgets(PHILLY_BUDGETS, run_trace.jobs)
+        budgets = load_budgets(budget_spec, run_trace.jobs)
         result = replay(
             run_trace, budgets, ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
         )
