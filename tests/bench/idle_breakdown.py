@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python -m tests.bench.idle_breakdown fairshare:512 quota:512`` — each
 argument is ``policy:gpus[:first N jobs]``; ``--trace var/sim/philly-variant.csv`` before them
-replays a canonical trace instead, with budgets proportional to each team's GPU-hours. The engine's state is sampled every 15 simulated
-minutes of the submit window (first to last submission); a sample counts when the pending
+replays a canonical trace instead, with budgets proportional to each team's GPU-hours. The
+engine's state is sampled every 15 simulated minutes of the submit window (first to last
+submission); a sample counts when the pending
 workloads ask for more GPUs than are free (over-demand at that instant, a finer test than
 the replay's hourly one). Printed per argument, as shares of the cluster's GPU-time in those
 samples: busy, and idle by cause (``scheduler.engine.IdleGpus``): held for a blocked
