@@ -62,7 +62,9 @@ def _url(name: str, world) -> str:
 
 @pytest.mark.parametrize("name", sorted(ROUTES))
 def test_an_agent_token_works_only_on_agent_routes(name, world, agent_client):
-    assert name in DECISIONS, f"{name}: give it a decision in test_permission_matrix.py first"
+    assert name in DECISIONS, (
+        f"{name}: give it a decision in permission_matrix/decisions_api.py or decisions_pages.py"
+    )
     url = _url(name, world)
     is_api = name.startswith("api:")
     anonymous = APIClient()
