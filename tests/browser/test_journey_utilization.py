@@ -21,7 +21,7 @@ from scheduler.services.utilization import idle_rule_apply, utilization_report
 from scheduler.services.workloads import workload_submit
 from tests.browser.conftest import sign_in
 from tests.browser.test_csp import RECORD_VIOLATIONS
-from tests.scheduler.test_api_agents import started_run
+from tests.scheduler.agent_api import started_run
 from tests.scheduler.test_utilization_store import item, node_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

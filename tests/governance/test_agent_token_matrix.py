@@ -8,7 +8,7 @@ new route is covered here the moment it gets its decision there.
   (``api:agent-*``) and nowhere else: every other API route answers 401/403 (or, for the
   sign-in endpoint ``api:token``, a refusal or what an anonymous caller gets: the token
   names no user), and every page sends the caller to sign in (pages read sessions, not tokens).
-- Another agent's orders and runs are 404: ``tests/scheduler/test_api_agents_orders.py``
+- Another agent's orders and runs are 404: ``tests/scheduler/agent_endpoints/test_api_agents_orders.py``
   (``test_another_agents_orders_and_runs_are_404``).
 - Finance never writes: derived from the matrix, finance's POST on any route, own or
   cross-tenant, is never a success (2xx) or a redirect after a write (302).

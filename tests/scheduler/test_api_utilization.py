@@ -13,7 +13,7 @@ from scheduler.models import IdlePolicy, UtilizationHour
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory, UserFactory
 from tests.personas import build_personas
-from tests.scheduler.test_api_agents import Agent, started_run, user_client
+from tests.scheduler.agent_api import Agent, started_run, user_client
 
 pytestmark = pytest.mark.django_db
 

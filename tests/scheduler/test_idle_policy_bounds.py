@@ -8,7 +8,7 @@ import pytest
 from scheduler.models import IdlePolicy
 from scheduler.selectors.utilization import FOR_MINUTES, PERCENT_MAX
 from tests.personas import build_personas
-from tests.scheduler.test_api_agents import user_client
+from tests.scheduler.agent_api import user_client
 
 pytestmark = pytest.mark.django_db
 

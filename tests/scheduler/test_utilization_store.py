@@ -24,7 +24,7 @@ from scheduler.services.utilization import hour_pieces, utilization_report
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory
 from tests.personas import build_personas
-from tests.scheduler.test_api_agents import started_run
+from tests.scheduler.agent_api import started_run
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from scheduler.models import Run, UsageHour, UtilizationHour
 from scheduler.services.workloads import workload_submit
-from tests.scheduler.test_api_agents import started_run
+from tests.scheduler.agent_api import started_run
 from tests.scheduler.test_utilization_store import node_of
 
 HEALTH = "/dashboards/health/"

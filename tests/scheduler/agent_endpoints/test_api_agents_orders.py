@@ -8,39 +8,9 @@ from scheduler.choices import OrderState, RunEndReason, WorkloadState
 from scheduler.models import Order, Run, UsageRecord, Workload
 from scheduler.services.runs import run_request_stop
 from scheduler.services.workloads import workload_cancel, workload_submit
-from tests.personas import build_personas
-from tests.scheduler.test_api_agents import Agent, exact_gpu_seconds, ledger_total, started_run
+from tests.scheduler.agent_api import exact_gpu_seconds, ledger_total, started_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def personas(db):
-    """The six personas and their tree (tests/personas.py): one cluster of 4 x 8 GPUs."""
-    return build_personas()
-
-
-@pytest.fixture
-def agent(personas):
-    return Agent(personas.cluster, "node-1")
-
-
-@pytest.fixture
-def other_agent(personas):
-    return Agent(personas.cluster, "node-2")
-
-
-@pytest.fixture
-def workload(personas):
-    return workload_submit(
-        project=personas.project_a1,
-        cluster=personas.cluster,
-        name="train",
-        gpus=4,
-        min_runtime_seconds=600,
-        launch_spec={"command": ["python", "train.py"]},
-        submitted_by=personas.researcher,
-    )
 
 
 # --- orders: delivery, redelivery, acknowledgements --------------------------------------------
