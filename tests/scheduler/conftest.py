@@ -19,6 +19,10 @@ from governance.models import Allocation, Cluster, Organization, Program, Projec
 from scheduler.models import Node, Run, UsageRecord
 from tests.conftest import attach_daemon_log, tail_of
 from tests.factories import UserFactory
+
+# The personas fixture (tests/personas.py), imported as in tests/governance/conftest.py; a
+# module that needs another world (settings, nodes) defines its own ``personas``.
+from tests.personas import personas  # noqa: F401
 from tests.waiting import wait_until
 
 

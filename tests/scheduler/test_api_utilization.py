@@ -12,15 +12,9 @@ from rest_framework.test import APIClient
 from scheduler.models import IdlePolicy, UtilizationHour
 from scheduler.services.workloads import workload_submit
 from tests.factories import ClusterFactory, OrganizationFactory, UserFactory
-from tests.personas import build_personas
 from tests.scheduler.agent_api import Agent, started_run, user_client
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def personas(db):
-    return build_personas()
 
 
 @pytest.fixture

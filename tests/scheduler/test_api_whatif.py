@@ -11,15 +11,9 @@ from rest_framework.test import APIClient
 from governance.services.approvals import approval_request_create
 from scheduler.models import WhatIfRun
 from scheduler.services.whatif import whatif_run
-from tests.personas import build_personas
 
 pytestmark = pytest.mark.django_db
 URL = "/api/what-if/"
-
-
-@pytest.fixture
-def personas(db):
-    return build_personas()
 
 
 def client_for(user) -> APIClient:

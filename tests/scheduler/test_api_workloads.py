@@ -12,15 +12,8 @@ from rest_framework.test import APIClient
 from scheduler.choices import OrderKind, RunEndReason, RunLane, WorkloadState
 from scheduler.models import Node, Order, Run, RunNode, Workload
 from scheduler.services.workloads import workload_submit
-from tests.personas import build_personas
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def personas(db):
-    """The six personas and their tree (tests/personas.py): one cluster of 4 x 8 GPUs."""
-    return build_personas()
 
 
 URL = "/api/workloads/"

@@ -8,16 +8,10 @@ import pytest
 from scheduler.choices import WorkloadState
 from scheduler.models import Workload
 from scheduler.services.workloads import MAX_BULK_WORKLOADS
-from tests.personas import build_personas
 from tests.scheduler.test_api_workloads import client_for, submit_body
 
 pytestmark = pytest.mark.django_db
 URL = "/api/workloads/bulk/"
-
-
-@pytest.fixture
-def personas(db):
-    return build_personas()
 
 
 def sweep(personas, n: int, **overrides) -> dict:

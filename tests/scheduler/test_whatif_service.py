@@ -13,15 +13,9 @@ from scheduler.choices import WorkloadState
 from scheduler.models import SimulationJobState, WhatIfRun
 from scheduler.selectors.whatif import TeamEffect, teams_shown
 from scheduler.services.whatif import whatif_create, whatif_run
-from tests.personas import build_personas
 from tests.scheduler.test_ledger_trace import workload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def personas(db):
-    return build_personas()
 
 
 def ask(personas, user, percents, **kwargs):

@@ -6,14 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.services.workloads import workload_submit
-from tests.personas import build_personas
 from tests.scheduler.agent_api import Agent
-
-
-@pytest.fixture
-def personas(db):
-    """The six personas and their tree (tests/personas.py): one cluster of 4 x 8 GPUs."""
-    return build_personas()
 
 
 @pytest.fixture
