@@ -76,9 +76,9 @@ def borrow(walk: Walk, job: Job) -> bool:
     protection = s.protection(job)
     short = protection <= walk.params.debug_min_runtime
     ends = walk.now + protection
-    ready = walk.hold_ready
-    if not short and (not ready or ends > walk.hold_ready_latest):
+    if not short and ends > walk.hold_ready_latest:
         return False  # longer work borrows only from a gang that waits longer still
+    ready = walk.hold_ready
     for free in range(job.gpus, cap.max_gpus + 1):
         for idx in cap.buckets[free]:
             holder = reserved.get(idx)

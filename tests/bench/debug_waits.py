@@ -17,7 +17,7 @@ import sys
 from collections import defaultdict
 
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
-from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+from tests.bench.trace_source import from_args
 
 BURST = 20
 BURST_SECONDS = 600.0
@@ -54,17 +54,13 @@ def _minutes(seconds: float) -> str:
 
 
 def main(args: list[str]) -> None:
-    budget_spec = str(PHILLY_BUDGETS)
-    if args[:1] == ["--trace"]:
-        trace = load_trace(args[1], "canonical")
-        budget_spec, args = "proportional", args[2:]
-    else:
-        trace = load_trace(PHILLY_JOBS, "philly")
+    source, args = from_args(args)
+    trace = load_trace(source.path, source.format)
     printed_trace = False
     for arg in args:
         policy, gpus, *rest = arg.split(":")
         run_trace = trace.head(int(rest[0])) if rest else trace
-        budgets = load_budgets(budget_spec, run_trace.jobs)
+        budgets = load_budgets(source.budgets, run_trace.jobs)
         result = replay(
             run_trace, budgets, ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
         )

@@ -16,24 +16,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import NamedTuple
 
 from scheduler.engine import IdleGpus, Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
-from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+from tests.bench.trace_source import PHILLY, TraceSource, from_args
 
 SAMPLE_SECONDS = 900.0
 
-
-class TraceSource(NamedTuple):
-    """Which trace to replay: its path, format and budgets (a file or ``proportional``)."""
-
-    path: str
-    format: str
-    budgets: str
-
-
-PHILLY = TraceSource(str(PHILLY_JOBS), "philly", str(PHILLY_BUDGETS))
 CAUSES = ("held", "gang_owned", "fragmented", "unused")
 
 
@@ -93,10 +82,7 @@ def breakdown(
 def main(args: list[str]) -> None:
     """Print one line per ``policy:gpus[:jobs]`` argument (``--trace PATH`` first: another
     canonical trace, with budgets proportional to each team's GPU-hours)."""
-    source = PHILLY
-    if args[:1] == ["--trace"]:
-        source = TraceSource(args[1], "canonical", "proportional")
-        args = args[2:]
+    source, args = from_args(args)
     for spec in args:
         policy, gpus, *rest = spec.split(":")
         totals = breakdown(policy, int(gpus), int(rest[0]) if rest else None, source)
