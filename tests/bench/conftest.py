@@ -5,13 +5,23 @@ A benchmark declares its target with ``benchmark.extra_info["target_seconds"] = 
 figures it records in ``extra_info`` (jobs per second, sizes) are printed beside it. One
 judged on another figure than the median of its rounds (a p95 over every request of a load
 run) records it as ``judged_seconds`` and names it in ``judged`` ("p95"); that figure is
-printed and compared instead. Nothing
-here asserts on time: benchmarks measure, tests judge behaviour.
+printed and compared instead. The summary also prints the machine's speed before and after
+the run (``tests/bench/machine_speed.py``), so a median can be read against the machine it
+came from. Nothing here asserts on time: benchmarks measure, tests judge behaviour.
 """
 
 from __future__ import annotations
 
 import pytest
+
+from tests.bench.machine_speed import describe, empty_loop_seconds
+
+_SPEED_AT_START: list[float] = []
+
+
+def pytest_sessionstart(session) -> None:
+    """Time the machine before the first benchmark (printed in the summary)."""
+    _SPEED_AT_START.append(empty_loop_seconds())
 
 
 def _format_extra(extra: dict) -> str:
@@ -32,6 +42,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not benchmarks:
         return
     terminalreporter.section("benchmark medians against targets")
+    for when, seconds in (("before", _SPEED_AT_START[:1]), ("after", [empty_loop_seconds()])):
+        for value in seconds:
+            terminalreporter.write_line(f"{when} the run, {describe(value)}")
     for bench in benchmarks:
         figure = bench.extra_info.get("judged_seconds", bench.stats.median)
         label = bench.extra_info.get("judged", "median")
