@@ -171,6 +171,21 @@ def _oversubscription(result: ReplayResult, spans: list[float]) -> _Oversubscrib
     return _Oversubscribed(over_hours, over_used, gpus * sum(spans[h] for h in over_hours))
 
 
+def oversubscribed_spans(result: ReplayResult, period_end: float) -> list[tuple[float, float]]:
+    """The stretches of consecutive over-demanded hours up to ``period_end``, as (start, end)
+    times: the hours ``occupancy_when_oversubscribed`` is taken over."""
+    spans = _hour_spans(result, period_end)
+    ledger = result.ledger
+    stretches: list[tuple[float, float]] = []
+    for h in _oversubscription(result, spans).hours:
+        start, end = ledger.hour_start(h), ledger.hour_start(h) + HOUR
+        if stretches and stretches[-1][1] == start:
+            stretches[-1] = (stretches[-1][0], end)
+        else:
+            stretches.append((start, end))
+    return stretches
+
+
 def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _JobFigures:
     """Jobs, waits and idle GPU time of the jobs submitted by ``period_end``; with
     ``censor``, waits still open at the period's end count up to it."""

@@ -20,7 +20,7 @@ Submit window = hour 0 only: A 4/4, B 0/2, org 4/6; b1 counts as waiting 3600 s 
 import pytest
 
 from scheduler.simulator import ReplayConfig, compute_metrics, replay
-from scheduler.simulator.metrics import percentile
+from scheduler.simulator.metrics import oversubscribed_spans, percentile
 from tests.simulator.scenarios import T0, trace, two_teams
 
 REQUIRED_KEYS = {
@@ -147,3 +147,15 @@ def test_occupancy_when_oversubscribed_counts_only_hours_with_enough_demand(metr
     # Hours 0 and 1: demand 8 + 2 >= 8 GPUs, all 8 busy; hour 2: demand 2 only.
     assert metrics["oversubscribed_hours"] == 2
     assert metrics["occupancy_when_oversubscribed"] == 1.0
+
+
+def test_oversubscribed_spans_join_consecutive_hours_into_one_stretch():
+    # The scenario's hours 0 and 1 are over-demanded (10 GPUs asked of 8), hour 2 is not;
+    # a second, later burst (hour 4: 16 GPUs asked) is a stretch of its own.
+    t = trace("a1,0,7200,8,A,,", "b1,0,3600,2,B,,", "a2,14400,3600,8,A,,", "b2,14400,3600,8,B,,")
+    result = replay(t, two_teams(), ReplayConfig(gpus=8, policy="fifo"))
+    assert oversubscribed_spans(result, T0 + 2 * 3600) == [(T0, T0 + 2 * 3600)]
+    assert oversubscribed_spans(result, result.last_submit + 3600) == [
+        (T0, T0 + 2 * 3600),
+        (T0 + 4 * 3600, T0 + 5 * 3600),
+    ]
