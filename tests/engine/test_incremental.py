@@ -209,3 +209,54 @@ def test_what_the_engine_keeps_between_cycles_lets_finished_work_go():
     gc.collect()
     holders = [r for r in gc.get_referrers(job) if not inspect.isframe(r)]
     assert holders == []
+
+
+def test_a_start_that_grows_a_teams_room_makes_the_next_cycle_look_again():
+    """Hand-built: a start can open a victim for a head the same walk already tried, by
+    growing its team's room above its entitlement (that team's older runs become
+    reclaimable), so a cycle after a walk that started work must look again even when
+    nothing else changed. alpha (7 of its 12 GPUs) waits for 5 GPUs on one node and holds
+    n1; beta holds exactly its 12, so nothing of beta's may go (and its 8-GPU job fits
+    nowhere). beta then submits 2 GPUs more, which start on n2. One minute later, with
+    nothing else changed and the same order, both paths reclaim one of beta's 2-GPU runs
+    for alpha."""
+    from scheduler.engine import PolicyParams
+    from tests.engine.conftest import build_nodes, build_workload
+    from tests.engine.preemption_world import LATER, OVER, T0, halves, run
+
+    def cycles(incremental: bool) -> list[tuple[list, list]]:
+        sched = Scheduler(
+            build_nodes(3),
+            halves(),
+            policy="fairshare",
+            params=PolicyParams(),
+            incremental=incremental,
+        )
+        run(sched, "beta-whole", "beta", {"n0": 8})
+        run(sched, "beta-a", "beta", {"n1": 2})
+        run(sched, "beta-b", "beta", {"n1": 2})
+        run(sched, "alpha-small", "alpha", {"n1": 1})
+        run(sched, "alpha-big", "alpha", {"n2": 6})
+        sched.submit(build_workload("alpha-five", "alpha", 5, submit=T0, min_runtime=2 * HOUR))
+        # Keeps beta in the order after beta-two starts: nowhere to go, nothing to reclaim.
+        sched.submit(build_workload("beta-eight", "beta", 8, submit=T0, min_runtime=2 * HOUR))
+        out = []
+        for now in (LATER - 120.0, LATER, LATER + 60.0):
+            if now == LATER:
+                sched.submit(
+                    build_workload("beta-two", "beta", 2, submit=now, min_runtime=2 * HOUR)
+                )
+            result = sched.cycle(now, OVER)
+            out.append(
+                (
+                    sorted(s.workload_id for s in result.starts),
+                    sorted(p.workload_id for p in result.preemptions),
+                )
+            )
+        return out
+
+    reference = cycles(incremental=False)
+    assert reference[:2] == [([], []), (["beta-two"], [])]
+    starts, preempted = reference[2]
+    assert starts == ["alpha-five"] and len(preempted) == 1 and preempted[0] in {"beta-a", "beta-b"}
+    assert cycles(incremental=True) == reference
