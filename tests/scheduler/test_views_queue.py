@@ -96,6 +96,26 @@ def test_a_run_past_its_protection_reads_preemptible_not_protected_until_a_past_
     assert "Protected from preemption until" not in page
 
 
+def test_free_lane_work_is_named_under_its_name_where_narrow_screens_see_it(personas):
+    """Found on a fresh demo at 390 px: a free-lane run preempted 186 times read like a churn
+    bug, because the column that says "free lane: preemptible" is hidden on a phone."""
+    p = personas
+    free = workload_submit(
+        project=p.project_a1, cluster=p.cluster, name="spare-cycles", gpus=1,
+        min_runtime_seconds=0, launch_spec={"command": ["train"]}, submitted_by=p.researcher,
+        now=timezone.now(),
+    )  # fmt: skip
+    charged = submit(p, "charged", 1, at=timezone.now(), duration=3600)
+
+    listing = browser(p.researcher).get("/workloads/").content.decode()
+    rows = {
+        w.pk: listing.split(f'data-testid="workload-{w.pk}"')[1].split("</tr>")[0]
+        for w in (free, charged)
+    }
+    assert 'data-testid="free-lane">free lane<' in rows[free.pk]
+    assert "free lane" not in rows[charged.pk]
+
+
 def test_a_long_estimated_wait_is_shown_as_a_range(personas):
     p = personas
     began = timezone.now() - timedelta(hours=1)
