@@ -43,9 +43,21 @@ class Agent:
         return self.client.post(f"/api/agent/{path}", body or {}, format="json")
 
 
-def started_run(workload: Workload, node: Node, *, minutes_ago: float = 10) -> Run:
-    """The rows a scheduling cycle writes when it starts ``workload`` on ``node``."""
-    started = timezone.now() - timedelta(minutes=minutes_ago)
+def started_run(
+    workload: Workload,
+    node: Node,
+    *,
+    minutes_ago: float = 10,
+    ended_reason: str = "",
+    by: Workload | None = None,
+) -> Run:
+    """The rows a scheduling cycle writes when it starts ``workload`` on ``node``.
+
+    ``ended_reason``: the run has ended now, for that reason (``by``: the workload that
+    preempted it), and the workload is pending again.
+    """
+    now = timezone.now()
+    started = now - timedelta(minutes=minutes_ago)
     run = Run.objects.create(
         workload=workload,
         attempt=workload.runs.count() + 1,
@@ -57,6 +69,9 @@ def started_run(workload: Workload, node: Node, *, minutes_ago: float = 10) -> R
         started_at=started,
         start_reason="fits",
         accounted_until=started,
+        ended_at=now if ended_reason else None,
+        end_reason=ended_reason,
+        preempted_by=by,
     )
     RunNode.objects.create(run=run, node=node, gpus=workload.gpus)
     Order.objects.create(
@@ -79,7 +94,8 @@ def started_run(workload: Workload, node: Node, *, minutes_ago: float = 10) -> R
         created_at=started,
     )
     Workload.objects.filter(pk=workload.pk).update(
-        state=WorkloadState.RUNNING, first_started_at=started
+        state=WorkloadState.PENDING if ended_reason else WorkloadState.RUNNING,
+        first_started_at=started,
     )
     return run
 

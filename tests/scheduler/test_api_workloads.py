@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from scheduler.choices import OrderKind, RunEndReason, RunLane, WorkloadState
-from scheduler.models import Node, Order, Run, RunNode, Workload
+from scheduler.choices import OrderKind, RunEndReason, WorkloadState
+from scheduler.models import Node, Order, Workload
 from scheduler.services.workloads import workload_submit
+from tests.scheduler.agent_api import started_run
 
 pytestmark = pytest.mark.django_db
 
@@ -50,39 +48,9 @@ def make_workload(project, cluster, user=None, **kwargs) -> Workload:
     )
 
 
-def make_run(workload: Workload, node: Node, *, ended_reason: str = "", by=None) -> Run:
-    """Rows a scheduling cycle writes when it starts a workload (test setup)."""
-    now = timezone.now()
-    attempt = workload.runs.count() + 1
-    run = Run.objects.create(
-        workload=workload,
-        attempt=attempt,
-        project=workload.project,
-        cluster=workload.cluster,
-        gpus=workload.gpus,
-        lane=RunLane.FREE if workload.min_runtime_seconds == 0 else RunLane.CHARGED,
-        placement={node.name: workload.gpus},
-        started_at=now - timedelta(minutes=10),
-        start_reason="fits",
-        accounted_until=now - timedelta(minutes=10),
-        ended_at=now if ended_reason else None,
-        end_reason=ended_reason,
-        preempted_by=by,
-    )
-    RunNode.objects.create(run=run, node=node, gpus=workload.gpus)
-    Order.objects.create(
-        kind=OrderKind.START,
-        cluster=workload.cluster,
-        node=node,
-        run=run,
-        idempotency_key=f"start:{run.pk}:{node.pk}",
-        payload={"workload": workload.pk, "run": run.pk, "gpus": workload.gpus},
-        created_at=now,
-    )
-    Workload.objects.filter(pk=workload.pk).update(
-        state=WorkloadState.PENDING if ended_reason else WorkloadState.RUNNING
-    )
-    return run
+# Rows a scheduling cycle writes when it starts a workload (test setup), shared with the
+# agent API's tests.
+make_run = started_run
 
 
 # --- submit ---------------------------------------------------------------------------------
