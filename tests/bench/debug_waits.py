@@ -12,6 +12,12 @@ the same jobs would wait if each team's debug-class jobs had its whole entitleme
 themselves and nothing else ran on it, and on twice it (``_on_own_entitlement``): a policy
 that keeps every other team's guarantee beats the first only with GPUs nobody is owed at
 that moment, and a team's own training then gives up all of its GPUs.
+
+The last line printed per argument is the bound with no GPU left out that a guarantee-keeping
+policy could give (``_on_spare_capacity``): each team's debug-class jobs alone on every GPU
+the other teams are not owed at that moment, where each other team is owed its entitlement
+or, when it asks for less, the least it can be asking for in any schedule (its jobs between
+submission and submission plus run time).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import heapq
 import sys
 from collections import defaultdict
 
+from scheduler.engine.fairtree import BudgetTree
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.simulator.metrics import oversubscribed_spans
+from scheduler.simulator.replay_loop import to_engine_budget
 from tests.bench.trace_source import from_args
 
 BURST = 20
@@ -135,6 +143,115 @@ def _on_own_entitlement(
     return _quantile(best, 0.9), unowed
 
 
+def _queue_waits_on(jobs, steps: list[tuple[float, int]], shortest_first: bool) -> dict[str, float]:
+    """``_queue_waits`` on a capacity that changes: ``steps`` are (from time, GPUs), sorted.
+
+    Nothing running is stopped when the capacity falls (generous to the jobs: a real
+    policy would wait out their minimum runtime, then evict); the head starts once what
+    runs leaves room for it under the capacity of that moment.
+    """
+    ordered = sorted(jobs, key=lambda j: j.submit)
+    running: list[tuple[float, int]] = []
+    waiting: list[tuple[float, int, object]] = []
+    waits: dict[str, float] = {}
+    used = 0
+    step = 0
+    now = ordered[0].submit if ordered else 0.0
+    arrived = 0
+    while arrived < len(ordered) or waiting:
+        while arrived < len(ordered) and ordered[arrived].submit <= now:
+            job = ordered[arrived]
+            key = job.duration if shortest_first else job.submit
+            heapq.heappush(waiting, (key, arrived, job))
+            arrived += 1
+        while running and running[0][0] <= now:
+            used -= heapq.heappop(running)[1]
+        while step + 1 < len(steps) and steps[step + 1][0] <= now:
+            step += 1
+        capacity = steps[step][1] if steps and steps[0][0] <= now else 0
+        while waiting and used + waiting[0][2].gpus <= capacity:
+            job = heapq.heappop(waiting)[2]
+            waits[job.id] = now - job.submit
+            used += job.gpus
+            heapq.heappush(running, (now + job.duration, job.gpus))
+        next_end = running[0][0] if running else float("inf")
+        next_submit = ordered[arrived].submit if arrived < len(ordered) else float("inf")
+        next_step = steps[step + 1][0] if step + 1 < len(steps) else float("inf")
+        now = min(next_end, next_submit, next_step)
+        if now == float("inf"):
+            break  # the capacity never grows enough for what still waits
+    return waits
+
+
+def _on_spare_capacity(
+    result, debug, window_ids: set[str], budgets, gpus: int, as_replayed: bool = False
+) -> float:
+    """p90 wait of the window's debug-class jobs if each team ran them alone on every GPU
+    the other teams are not owed at each moment, in the better of submit order and
+    shortest first per team.
+
+    Another team is owed its entitlement (the engine's whole GPUs) or, when it asks for
+    less, what it asks for; what it asks for is at least the GPUs of its charged jobs
+    between their submission and their submission plus run time, in any schedule (a job
+    cannot end before it has run). So this is the most capacity any policy that keeps
+    every other team's guarantee could give a team's debug-class work, its own training
+    and the rest of its entitlement included. A job that never starts on it counts as
+    waiting until the replay's end.
+
+    ``as_replayed``: what the other teams asked for is instead their demand in the replay,
+    each hour's mean (the ledger's), rounded down: not a bound for every schedule, but
+    what the guarantee owed them in this one.
+    """
+    tree = BudgetTree(to_engine_budget(budgets)) if budgets is not None else BudgetTree(None)
+    entitled = tree.entitled_gpus(gpus)
+    changes: list[tuple[float, str, int]] = []
+    if as_replayed:
+        ledger = result.ledger
+        for i, project in enumerate(ledger.projects):
+            before = 0
+            for h, seconds in enumerate(ledger.demand[i]):
+                now = int(seconds / 3600)
+                if now != before:
+                    changes.append((ledger.hour_start(h), project, now - before))
+                    before = now
+    else:
+        for job in result.jobs:
+            if job.min_runtime > 0:
+                changes.append((job.submit, job.project, job.gpus))
+                changes.append((job.submit + job.duration, job.project, -job.gpus))
+    changes.sort(key=lambda c: c[0])
+    asking: dict[str, int] = defaultdict(int)
+    owed_total = 0  # sum over teams of min(asking, entitled)
+    # per team: (from time, GPUs the others are owed), one step per time
+    others: dict[str, list[tuple[float, int]]] = {p: [] for p in {j.project for j in debug}}
+    i = 0
+    while i < len(changes):
+        t = changes[i][0]
+        while i < len(changes) and changes[i][0] == t:
+            _, project, delta = changes[i]
+            ent = entitled.get(project, 0)
+            owed_total -= min(asking[project], ent)
+            asking[project] += delta
+            owed_total += min(asking[project], ent)
+            i += 1
+        for project, steps in others.items():
+            spare = gpus - (owed_total - min(asking[project], entitled.get(project, 0)))
+            if not steps or steps[-1][1] != spare:
+                steps.append((t, spare))
+    by_team: dict[str, list] = defaultdict(list)
+    for job in debug:
+        by_team[job.project].append(job)
+    best: list[float] = []
+    for project, jobs in by_team.items():
+        in_window = [j for j in jobs if j.id in window_ids]
+        choices = []
+        for shortest_first in (False, True):
+            waits = _queue_waits_on(jobs, others[project], shortest_first)
+            choices.append([waits.get(j.id, result.end_time - j.submit) for j in in_window])
+        best.extend(min(choices, key=lambda w: _quantile(w, 0.9)))
+    return _quantile(best, 0.9)
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
@@ -182,6 +299,15 @@ def main(args: list[str]) -> None:
             f"(on twice it: {_minutes(twice)}); {crowded:,} of {len(window):,} arrive in "
             f"over-demanded hours: queued there only, every GPU free otherwise: "
             f"p90 {_minutes(busy)} ({unowed:,} jobs of teams owed no GPUs left out)"
+        )
+        spare = _on_spare_capacity(result, debug, window_ids, budgets, int(gpus))
+        replayed = _on_spare_capacity(
+            result, debug, window_ids, budgets, int(gpus), as_replayed=True
+        )
+        print(
+            f"{arg}: alone on every GPU the other teams are not owed (their entitlement, or "
+            f"the least they can be asking for): p90 {_minutes(spare)}; on every GPU the "
+            f"other teams were owed no hour of this replay: p90 {_minutes(replayed)}"
         )
 
 
