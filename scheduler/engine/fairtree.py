@@ -75,6 +75,12 @@ class BudgetTree:
         if root is not None:
             self._add(root, parent=-1, depth=0, effective=1.0, path=())
         self._shares = [node.share for node in self.nodes]
+        self._leaves = list(self.leaf_of.items())
+        # The last ``order``'s sorted children of every inner node, and its budgeted order:
+        # while each level's siblings keep their order, so does the whole (``order``). One
+        # tuple, replaced whole, so a reader never sees the levels of one call with the
+        # order of another.
+        self._kept: tuple[list[list[int]], list[str]] | None = None
 
     def _add(
         self, node: BudgetNode, parent: int, depth: int, effective: float, path: tuple[int, ...]
@@ -165,8 +171,20 @@ class BudgetTree:
 
     def order(self, usage: Mapping[str, float], extra: Iterable[str] = ()) -> list[str]:
         """``rank(usage, extra).order`` alone, at a fraction of the cost (a scheduler asks
-        it when only time has passed, to learn whether the order moved)."""
-        order = self._budgeted_order(self._ratios(self._node_usage(usage, None)), None)
+        it every cycle, and when only time has passed, to learn whether the order moved).
+
+        Usage moves little from one cycle to the next, so the last call's order is checked
+        before it is built again: when every inner node's children, as that call sorted
+        them, are still sorted by ratio (ties by name), the budgeted order is the same.
+        """
+        ratio = self._ratios(self._node_usage(usage, None))
+        kept = self._kept
+        if kept is not None and _still_sorted(kept[0], ratio):
+            order = list(kept[1])
+        else:
+            levels: list[list[int]] = []
+            order = self._budgeted_order(ratio, None, levels)
+            self._kept = (levels, list(order))
         order.extend(self._unbudgeted(usage, extra))
         return order
 
@@ -177,7 +195,7 @@ class BudgetTree:
         nodes = self.nodes
         node_usage = [0.0] * len(nodes)
         by_project = _as_dict(usage)
-        for project, leaf in self.leaf_of.items():
+        for project, leaf in self._leaves:
             u = float(by_project.get(project, 0.0))
             node_usage[leaf] = u
             if project_usage is not None:
@@ -196,9 +214,15 @@ class BudgetTree:
             ratio[index] = node_usage[index] / share if share > 0 else math.inf
         return ratio
 
-    def _budgeted_order(self, ratio: list[float], sibling_rank: list[int] | None) -> list[str]:
+    def _budgeted_order(
+        self,
+        ratio: list[float],
+        sibling_rank: list[int] | None,
+        levels: list[list[int]] | None = None,
+    ) -> list[str]:
         """Budgeted projects depth first, siblings by ratio (ties by name: children are kept
-        sorted by name and the sort is stable); fills ``sibling_rank`` when given."""
+        sorted by name and the sort is stable); fills ``sibling_rank`` when given, and
+        ``levels`` with each inner node's children as sorted."""
         nodes = self.nodes
         path = self.path
         order: list[str] = []
@@ -216,6 +240,8 @@ class BudgetTree:
             if sibling_rank is not None:
                 for position, child in enumerate(kids):
                     sibling_rank[child] = position
+            if levels is not None and len(kids) > 1:
+                levels.append(list(kids))
             kids.reverse()
             stack.extend(kids)
         return order
@@ -233,6 +259,27 @@ class BudgetTree:
 def _as_dict(usage: Mapping[str, float]) -> dict[str, float]:
     """``usage`` as a dict (itself when it is one: the native build reads dicts directly)."""
     return usage if isinstance(usage, dict) else dict(usage)
+
+
+def _still_sorted(levels: list[list[int]], ratio: list[float]) -> bool:
+    """Is each list of siblings in ``levels`` still in ``_by_ratio``'s order for ``ratio``:
+    ratio ascending, equal ratios in name order (siblings' positions grow with their names)?
+    A ratio that is not a number sorts nowhere: the order is built again."""
+    for kids in levels:
+        before = kids[0]
+        before_ratio = ratio[before]
+        if before_ratio != before_ratio:
+            return False
+        for i in range(1, len(kids)):
+            child = kids[i]
+            value = ratio[child]
+            if value < before_ratio or value != value:
+                return False
+            if value == before_ratio and child < before:
+                return False
+            before = child
+            before_ratio = value
+    return True
 
 
 def _by_ratio(children: list[int], ratio: list[float]) -> list[int]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.engine import BudgetNode
 from scheduler.engine.fairtree import BudgetTree
+from tests.engine.test_spec_properties import SPEC
 
 
 def test_slurm_fair_tree_example_account_level_decides_before_user_usage():
@@ -83,3 +86,56 @@ def test_shares_outside_0_to_100_and_duplicate_projects_are_refused():
         BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 120)]))
     with pytest.raises(ValueError, match="appears twice"):
         BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 10), BudgetNode("a", 10)]))
+
+
+def test_order_follows_usage_that_swaps_siblings_and_back_to_a_tie():
+    # Two teams at 50 % each: lower usage first, a tie to the lower name. Asked of one tree
+    # in turn, as a scheduler asks it every cycle (the tree keeps its last order).
+    tree = BudgetTree(BudgetNode("org", 100, [BudgetNode("A", 50), BudgetNode("B", 50)]))
+    assert tree.order({"A": 1.0, "B": 2.0}) == ["A", "B"]
+    assert tree.order({"A": 3.0, "B": 2.0}) == ["B", "A"]
+    assert tree.order({"A": 2.0, "B": 2.0}) == ["A", "B"]
+    assert tree.order({"A": 2.0, "B": 1.0}) == ["B", "A"]
+
+
+def _trees(draw, depth: int, prefix: str) -> BudgetNode:
+    """A random budget node named ``prefix`` (children up to 20 wide, shares 0-100)."""
+    share = draw(st.sampled_from([0, 1, 10, 25, 50, 100]))
+    if depth == 0 or draw(st.booleans()):
+        return BudgetNode(prefix, share)
+    width = draw(st.integers(min_value=1, max_value=20))
+    children = [_trees(draw, depth - 1, f"{prefix}.{i:02d}") for i in range(width)]
+    return BudgetNode(prefix, share, children)
+
+
+@st.composite
+def _tree_and_usages(draw):
+    root = _trees(draw, 3, "org")
+    projects = [node.name for node in _leaves(root)] + ["stray-1", "stray-2"]
+    values = st.sampled_from([0.0, 1.0, 2.0, 5.0, 10.0, 1e9])
+    usages = draw(
+        st.lists(
+            st.dictionaries(st.sampled_from(projects), values, max_size=len(projects)),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    return root, projects, usages
+
+
+def _leaves(node: BudgetNode) -> list[BudgetNode]:
+    if not node.children:
+        return [node]
+    return [leaf for child in node.children for leaf in _leaves(child)]
+
+
+@given(_tree_and_usages())
+@SPEC
+def test_order_asked_in_turn_is_the_ranking_built_from_scratch(case):
+    # A tree asked for ``order`` cycle after cycle (it keeps the last order and checks it)
+    # gives what a new tree ranks from scratch for the same usage, ties and wide levels
+    # included.
+    root, projects, usages = case
+    kept = BudgetTree(root)
+    for usage in usages:
+        assert kept.order(usage, projects) == BudgetTree(root).rank(usage, projects).order
