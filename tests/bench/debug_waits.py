@@ -69,30 +69,7 @@ def _queue_waits(jobs, capacity: int, shortest_first: bool) -> dict[str, float]:
     Those waiting go in submit order (first come, first served) or shortest first; the
     head starts as soon as its GPUs are free, and nobody passes a head that does not fit.
     """
-    ordered = sorted(jobs, key=lambda j: j.submit)
-    running: list[tuple[float, int]] = []  # (end, GPUs) of what runs
-    waiting: list[tuple[float, int, object]] = []  # (order key, arrival number, job)
-    waits: dict[str, float] = {}
-    free = capacity
-    now = ordered[0].submit if ordered else 0.0
-    arrived = 0
-    while arrived < len(ordered) or waiting:
-        while arrived < len(ordered) and ordered[arrived].submit <= now:
-            job = ordered[arrived]
-            key = job.duration if shortest_first else job.submit
-            heapq.heappush(waiting, (key, arrived, job))
-            arrived += 1
-        while running and running[0][0] <= now:
-            free += heapq.heappop(running)[1]
-        while waiting and waiting[0][2].gpus <= free:
-            job = heapq.heappop(waiting)[2]
-            waits[job.id] = now - job.submit
-            free -= job.gpus
-            heapq.heappush(running, (now + job.duration, job.gpus))
-        next_end = running[0][0] if running else float("inf")
-        next_submit = ordered[arrived].submit if arrived < len(ordered) else float("inf")
-        now = min(next_end, next_submit)
-    return waits
+    return _queue_waits_on(jobs, [(float("-inf"), capacity)], shortest_first)
 
 
 def _on_own_entitlement(
