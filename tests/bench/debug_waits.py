@@ -13,11 +13,12 @@ themselves and nothing else ran on it, and on twice it (``_on_own_entitlement``)
 that keeps every other team's guarantee beats the first only with GPUs nobody is owed at
 that moment, and a team's own training then gives up all of its GPUs.
 
-The last line printed per argument is the bound with no GPU left out that a guarantee-keeping
-policy could give (``_on_spare_capacity``): each team's debug-class jobs alone on every GPU
-the other teams are not owed at that moment, where each other team is owed its entitlement
-or, when it asks for less, the least it can be asking for in any schedule (its jobs between
-submission and submission plus run time).
+The last line printed per argument counts every GPU a guarantee-keeping policy could give
+them (``_on_spare_capacity``): each team's debug-class jobs alone on every GPU the other
+teams are not owed at that moment, where another team is owed its entitlement or, when it
+asks for less, what it asks for: first the least it can be asking for in any schedule (its
+jobs between submission and submission plus run time), then what it asked for in this
+replay (each hour's mean).
 """
 
 from __future__ import annotations
@@ -199,8 +200,11 @@ def _on_spare_capacity(
     changes.sort(key=lambda c: c[0])
     asking: dict[str, int] = defaultdict(int)
     owed_total = 0  # sum over teams of min(asking, entitled)
-    # per team: (from time, GPUs the others are owed), one step per time
-    others: dict[str, list[tuple[float, int]]] = {p: [] for p in {j.project for j in debug}}
+    # per team: (from time, GPUs the others leave it), one step per time; nobody asks
+    # for anything before the first change
+    others: dict[str, list[tuple[float, int]]] = {
+        p: [(float("-inf"), gpus)] for p in {j.project for j in debug}
+    }
     i = 0
     while i < len(changes):
         t = changes[i][0]
@@ -213,7 +217,7 @@ def _on_spare_capacity(
             i += 1
         for project, steps in others.items():
             spare = gpus - (owed_total - min(asking[project], entitled.get(project, 0)))
-            if not steps or steps[-1][1] != spare:
+            if steps[-1][1] != spare:
                 steps.append((t, spare))
     by_team: dict[str, list] = defaultdict(list)
     for job in debug:
@@ -282,9 +286,10 @@ def main(args: list[str]) -> None:
             result, debug, window_ids, budgets, int(gpus), as_replayed=True
         )
         print(
-            f"{arg}: alone on every GPU the other teams are not owed (their entitlement, or "
-            f"the least they can be asking for): p90 {_minutes(spare)}; on every GPU the "
-            f"other teams were owed no hour of this replay: p90 {_minutes(replayed)}"
+            f"{arg}: alone on every GPU the other teams are not owed (each its entitlement, "
+            f"or less when it asks for less): asking the least any schedule leaves them, "
+            f"p90 {_minutes(spare)}; asking what they asked in this replay, "
+            f"p90 {_minutes(replayed)}"
         )
 
 
