@@ -33,18 +33,15 @@ def is_quiet(
     """Would a walk now decide what the last one did? Then the cycle skips it.
 
     Quiet: nothing was requeued, the group order (``first``: the groups served first up
-    to their guarantee, then ``order``) is the last walk's, ``preemption_recheck`` has not
-    passed since, and whatever made the scheduler dirty or woke it cannot change a
-    decision. ``released``: the runs that just passed their minimum runtime (as
+    to their guarantee, then ``order``) is the last walk's, and whatever made the
+    scheduler dirty or woke it cannot change a decision. However long ago the last walk
+    was: what time alone changes is a failed search's memo running out, and each such
+    search has a timer that wakes the cycle (``rechecks_fail``). ``released``: the runs
+    that just passed their minimum runtime (as
     ``state_releases.release_deadlines`` returns them); ``dirty_before``: whether the
     scheduler was dirty before they were released.
     """
-    quiet = (
-        sched.incremental
-        and not requeued
-        and (first, order) == sched._last_order
-        and now - sched._last_cycle < sched.params.preemption_recheck
-    )
+    quiet = sched.incremental and not requeued and (first, order) == sched._last_order
     if quiet and sched._dirty:
         # Dirty only because runs passed their minimum runtime since a walk that decided
         # nothing: quiet still when no pending workload can use any of them.
