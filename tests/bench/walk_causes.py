@@ -1,0 +1,135 @@
+"""Why the engine walks its queues in a Philly replay, and how often a walk decides nothing.
+
+Run: ``.venv/bin/python -m tests.bench.walk_causes fairshare:256:30000`` — each argument is
+``policy:gpus[:first N jobs]``. Printed per argument: the walks (``Walk.run``), each counted
+once by the first cause that applies, and how many of them started or preempted something:
+- ``submit`` / ``finish`` / ``idle`` / ``cancel`` / ``budget``: a driver call since the last
+  cycle made the scheduler dirty;
+- ``after starts`` / ``after preemptions``: the last walk decided something (starts only, or
+  preemptions too), which leaves the scheduler dirty;
+- ``dirty, other``: dirty for another reason (a hold the last walk moved or let go, a drain,
+  a node state);
+- ``timer``: a timer was due (a patience, a wait bound, a memo running out whose recheck
+  found a victim set, or one that is not a memo's);
+- ``order``: the project order changed;
+- ``released``: runs passed their minimum runtime that a pending workload may use
+  (``state_quiet.releases_matter``).
+
+It counts on the plain-Python engine (``ENGINE_NATIVE=0``, set here before the engine is
+imported), wrapping the scheduler's methods; the decisions are the native build's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+os.environ["ENGINE_NATIVE"] = "0"  # the counters wrap the engine's methods
+
+from scheduler.engine import state, walk
+from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
+from tests.bench.trace_source import from_args
+
+_DRIVER_CALLS = {
+    "submit": "submit",
+    "finish": "finish",
+    "set_idle": "idle",
+    "cancel": "cancel",
+    "set_budget": "budget",
+}
+
+
+class _Counts:
+    """What the wrappers saw since the last cycle, and the walks counted so far."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.walked = False
+        self.last_walk = ""  # "" / "starts" / "preemptions": what the last walk decided
+        self.walks: Counter[tuple[str, bool]] = Counter()
+
+
+def _install(counts: _Counts) -> None:
+    """Wrap the driver calls, ``Walk.run`` and ``Scheduler.cycle`` to fill ``counts``."""
+    scheduler = state.Scheduler
+    for method, cause in _DRIVER_CALLS.items():
+        original = getattr(scheduler, method)
+
+        def call(self, *args, _original=original, _cause=cause, **kwargs):
+            was_dirty = self._dirty
+            result = _original(self, *args, **kwargs)
+            if not was_dirty and self._dirty:
+                counts.calls.append(_cause)
+            return result
+
+        setattr(scheduler, method, call)
+
+    original_run = walk.Walk.run
+
+    def run(self, *args, **kwargs):
+        counts.walked = True
+        return original_run(self, *args, **kwargs)
+
+    walk.Walk.run = run
+    original_cycle = scheduler.cycle
+
+    def cycle(self, now, usage, explain=False):
+        counts.walked = False
+        dirty = self._dirty
+        timer = now >= self._next_timer
+        order = self._last_order
+        result = original_cycle(self, now, usage, explain)
+        decided = bool(result.starts or result.preemptions)
+        if counts.walked:
+            if counts.calls:
+                cause = counts.calls[0]
+            elif dirty and counts.last_walk:
+                cause = f"after {counts.last_walk}"
+            elif dirty:
+                cause = "dirty, other"
+            elif timer:
+                cause = "timer"
+            elif self._last_order != order:
+                cause = "order"
+            else:
+                cause = "released"
+            counts.walks[(cause, decided)] += 1
+            if not decided:
+                counts.last_walk = ""
+            else:
+                counts.last_walk = "preemptions" if result.preemptions else "starts"
+        counts.calls.clear()
+        return result
+
+    scheduler.cycle = cycle
+
+
+def main(args: list[str]) -> None:
+    source, args = from_args(args)
+    trace = load_trace(source.path, source.format)
+    counts = _Counts()
+    _install(counts)
+    for arg in args:
+        policy, gpus, *rest = arg.split(":")
+        run_trace = trace.head(int(rest[0])) if rest else trace
+        budgets = load_budgets(source.budgets, run_trace.jobs)
+        counts.walks.clear()
+        counts.last_walk = ""
+        config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
+        result = replay(run_trace, budgets, config)
+        total = sum(counts.walks.values())
+        idle = sum(n for (_, decided), n in counts.walks.items() if not decided)
+        print(f"{arg}: {result.cycles:,} cycles, {total:,} walks, {idle:,} of them decided nothing")
+        causes = sorted(
+            {cause for cause, _ in counts.walks}, key=lambda c: -counts.walks[(c, False)]
+        )
+        for cause in causes:
+            print(
+                f"  {cause:<18} {counts.walks[(cause, False)]:>8,} decided nothing, "
+                f"{counts.walks[(cause, True)]:>8,} decided something"
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
