@@ -180,7 +180,7 @@ def _on_spare_capacity(
     each hour's mean (the ledger's), rounded down: not a bound for every schedule, but
     what the guarantee owed them in this one.
     """
-    tree = BudgetTree(to_engine_budget(budgets)) if budgets is not None else BudgetTree(None)
+    tree = BudgetTree(to_engine_budget(budgets))  # no budgets: nobody is owed anything
     entitled = tree.entitled_gpus(gpus)
     changes: list[tuple[float, str, int]] = []
     if as_replayed:

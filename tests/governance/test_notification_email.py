@@ -27,7 +27,8 @@ from scheduler.choices import RunEndReason
 from scheduler.models import Node
 from scheduler.services.runs import run_end
 from tests.personas import build_personas
-from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.scheduler.agent_api import started_run
+from tests.scheduler.test_api_workloads import make_workload
 from tests.smtp import SMTPServer, free_port
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +88,7 @@ def test_a_request_awaiting_a_decision_is_mailed_with_a_stop_link_that_works(p, 
 def test_routine_kinds_stay_in_the_app_unless_chosen(p, smtp):
     node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
     done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    run_end(run=started_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0)
     assert not EmailDelivery.objects.exists()
     notification_prefs_set(
         user=p.researcher, choices={NotificationKind.WORKLOAD_PREEMPTED: EmailChoice.IMMEDIATE}
@@ -97,7 +98,7 @@ def test_routine_kinds_stay_in_the_app_unless_chosen(p, smtp):
         victim = make_workload(
             p.project_a1, p.cluster, p.researcher, name=f"s{i}", gpus=1, min_runtime_seconds=600
         )
-        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
+        run_end(run=started_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED)
     assert send_all() == ["sent"]
     assert len(smtp.recorder.messages) == 1
 
@@ -180,9 +181,11 @@ def test_a_daily_digest_gathers_the_days_notices_once(p, smtp):
         victim = make_workload(
             p.project_a1, p.cluster, p.researcher, name=f"s{i}", gpus=1, min_runtime_seconds=600
         )
-        run_end(run=make_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED, now=events)
+        run_end(
+            run=started_run(victim, node, by=preemptor), reason=RunEndReason.PREEMPTED, now=events
+        )
     done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0, now=events)
+    run_end(run=started_run(done, node), reason=RunEndReason.SUCCEEDED, exit_code=0, now=events)
     assert not EmailDelivery.objects.exists()  # nothing at once
 
     assert email_digests_send(now=tomorrow_at(6)) == 0  # before the digest hour
@@ -208,7 +211,7 @@ def test_a_digest_the_server_missed_goes_at_the_next_run_of_the_day(p, settings)
         p.project_a1, p.cluster, p.researcher, name="s", gpus=1, min_runtime_seconds=600
     )
     run_end(
-        run=make_run(victim, node, by=preemptor),
+        run=started_run(victim, node, by=preemptor),
         reason=RunEndReason.PREEMPTED,
         now=tomorrow_at(5),
     )
@@ -256,7 +259,7 @@ def _event_of(kind: str, p):
     if kind in (NotificationKind.WORKLOAD_FINISHED, NotificationKind.WORKLOAD_FAILED):
         work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1)
         reason = "succeeded" if kind == NotificationKind.WORKLOAD_FINISHED else "failed"
-        run_end(run=make_run(work, node), reason=reason, exit_code=0)
+        run_end(run=started_run(work, node), reason=reason, exit_code=0)
         return p.researcher
     if kind == NotificationKind.WORKLOAD_IDLE:
         from scheduler.services.utilization import idle_rule_apply, utilization_report
@@ -282,7 +285,7 @@ def _event_of(kind: str, p):
         by = make_workload(p.project_a1, p.cluster, None, name="by", gpus=1)
         work = make_workload(p.project_a1, p.cluster, p.researcher, name="w", gpus=1,
                              min_runtime_seconds=600)  # fmt: skip
-        run_end(run=make_run(work, node, by=by), reason=RunEndReason.PREEMPTED)
+        run_end(run=started_run(work, node, by=by), reason=RunEndReason.PREEMPTED)
         return p.researcher
     if kind == NotificationKind.NODE_ATTENTION:
         node_mark_down(node=node, reason="PSU.", source="system")

@@ -18,7 +18,8 @@ from scheduler.models import Node
 from scheduler.services.nodes import node_mark_down
 from scheduler.services.runs import run_end
 from tests.personas import build_personas
-from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.scheduler.agent_api import started_run
+from tests.scheduler.test_api_workloads import make_workload
 from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +88,7 @@ def test_workload_events_stay_private(p, receiver):
     webhook_set(organization=p.organization, url=receiver.url, enabled=True, actor=p.org_admin)
     node = Node.objects.create(cluster=p.cluster, name="gpu-1", gpus=8)
     done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(done, node), reason=RunEndReason.FAILED, exit_code=1)
+    run_end(run=started_run(done, node), reason=RunEndReason.FAILED, exit_code=1)
     assert not WebhookDelivery.objects.exists()
 
 

@@ -26,7 +26,8 @@ from scheduler.choices import RunEndReason, WorkloadState
 from scheduler.models import Node, Run
 from scheduler.services.runs import run_end
 from tests.personas import build_personas
-from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.scheduler.agent_api import started_run
+from tests.scheduler.test_api_workloads import make_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +104,7 @@ def preempted_run(p, *, by_project, submitter=None, min_runtime=3600, name="trai
     preemptor = make_workload(
         by_project, p.cluster, None, name="urgent-debug", gpus=2, min_runtime_seconds=900
     )
-    run = make_run(victim, p.node, by=preemptor)
+    run = started_run(victim, p.node, by=preemptor)
     return victim, run
 
 
@@ -174,7 +175,7 @@ def test_free_lane_preemptions_and_cancellations_are_not_told(p):
     _, run = preempted_run(p, by_project=p.project_a1, min_runtime=0)
     run_end(run=run, reason=RunEndReason.PREEMPTED)
     workload = make_workload(p.project_a1, p.cluster, p.researcher, name="gone", gpus=1)
-    run = make_run(workload, p.node)
+    run = started_run(workload, p.node)
     workload.state = WorkloadState.CANCELLED
     workload.save()
     run_end(run=run, reason=RunEndReason.CANCELLED)
@@ -183,11 +184,11 @@ def test_free_lane_preemptions_and_cancellations_are_not_told(p):
 
 def test_finished_and_failed_workloads_are_told_and_a_drain_says_so(p):
     done = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(done, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    run_end(run=started_run(done, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
     broken = make_workload(p.project_a1, p.cluster, p.researcher, name="broken", gpus=1)
-    run_end(run=make_run(broken, p.node), reason=RunEndReason.FAILED, exit_code=3)
+    run_end(run=started_run(broken, p.node), reason=RunEndReason.FAILED, exit_code=3)
     moved = make_workload(p.project_a1, p.cluster, p.researcher, name="moved", gpus=1)
-    run_end(run=make_run(moved, p.node), reason=RunEndReason.DRAINED)
+    run_end(run=started_run(moved, p.node), reason=RunEndReason.DRAINED)
     titles = {n.kind: n.title for n in notices(p.researcher)}
     assert titles[NotificationKind.WORKLOAD_FINISHED] == "“done” finished in Detection"
     assert titles[NotificationKind.WORKLOAD_FAILED] == "“broken” failed in Detection (exit code 3)"
@@ -199,7 +200,7 @@ def test_finished_and_failed_workloads_are_told_and_a_drain_says_so(p):
 def test_a_submitter_who_lost_their_role_is_not_told(p):
     workload = make_workload(p.project_a1, p.cluster, p.researcher, name="x", gpus=1)
     p.researcher.roles.all().delete()
-    run_end(run=make_run(workload, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    run_end(run=started_run(workload, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
     assert notices(p.researcher) == []
 
 
@@ -249,7 +250,7 @@ def test_a_filter_the_page_cannot_read_is_a_400(p, query):
 def test_the_api_lists_only_the_callers_and_marks_read(p):
     pi_request(p)
     workload = make_workload(p.project_a1, p.cluster, p.researcher, name="done", gpus=1)
-    run_end(run=make_run(workload, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
+    run_end(run=started_run(workload, p.node), reason=RunEndReason.SUCCEEDED, exit_code=0)
 
     def api(user):
         client = APIClient()

@@ -48,11 +48,6 @@ def make_workload(project, cluster, user=None, **kwargs) -> Workload:
     )
 
 
-# Rows a scheduling cycle writes when it starts a workload (test setup), shared with the
-# agent API's tests.
-make_run = started_run
-
-
 # --- submit ---------------------------------------------------------------------------------
 
 
@@ -202,7 +197,7 @@ def test_list_filters_by_state_project_and_mine(personas, workloads):
 def test_detail_shows_position_reason_and_preemption_history(personas, workloads):
     node = Node.objects.create(cluster=personas.cluster, name="n1", gpus=8)
     victim = workloads["mine"]
-    make_run(victim, node, ended_reason=RunEndReason.PREEMPTED, by=workloads["pis"])
+    started_run(victim, node, ended_reason=RunEndReason.PREEMPTED, by=workloads["pis"])
     Workload.objects.filter(pk=workloads["pis"].pk).update(queue_key=-5)
     Workload.objects.filter(pk=victim.pk).update(
         queue_key=7, engine_reason="Waiting for 1 GPU; project over budget."
@@ -243,7 +238,7 @@ def test_cancel_your_own_pending_workload(personas, workloads):
 
 def test_cancel_a_running_workload_orders_its_stop(personas, workloads):
     node = Node.objects.create(cluster=personas.cluster, name="n1", gpus=8)
-    run = make_run(workloads["mine"], node)
+    run = started_run(workloads["mine"], node)
     response = client_for(personas.researcher).post(f"{URL}{workloads['mine'].pk}/cancel/")
     assert response.status_code == 200
     assert response.json()["state"] == "cancelled"

@@ -17,7 +17,8 @@ from scheduler.models import Node
 from scheduler.services.runs import run_end
 from tests.conftest import wait_for
 from tests.personas import build_personas
-from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.scheduler.agent_api import started_run
+from tests.scheduler.test_api_workloads import make_workload
 from tests.smtp import SMTPServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -32,7 +33,7 @@ def smtp():
 
 def fail_a_workload(p, node, name: str, user=None) -> None:
     workload = make_workload(p.project_a1, p.cluster, user or p.researcher, name=name, gpus=1)
-    run_end(run=make_run(workload, node), reason=RunEndReason.FAILED, exit_code=2)
+    run_end(run=started_run(workload, node), reason=RunEndReason.FAILED, exit_code=2)
 
 
 def test_a_failed_workload_is_mailed_by_the_worker(loop_processes, smtp):

@@ -14,7 +14,8 @@ from scheduler.choices import RunEndReason
 from scheduler.models import Node
 from scheduler.services.runs import run_end
 from tests.personas import build_personas
-from tests.scheduler.test_api_workloads import make_run, make_workload
+from tests.scheduler.agent_api import started_run
+from tests.scheduler.test_api_workloads import make_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def preempted(db):
                            min_runtime_seconds=3600)  # fmt: skip
     preemptor = make_workload(p.project_b1, p.cluster, None, name="secret-llm-run", gpus=2,
                               min_runtime_seconds=3600)  # fmt: skip
-    run = make_run(victim, node, by=preemptor)
+    run = started_run(victim, node, by=preemptor)
     key = f"{p.program_b.slug}/{p.project_b1.slug}"
     run.stop_explanation = (
         f"preempted by {preemptor.pk} ({key}): project {key} is below its entitlement "
