@@ -4,7 +4,8 @@ Run: ``.venv/bin/python -m tests.bench.walk_causes fairshare:256:30000`` — eac
 ``policy:gpus[:first N jobs]``. Printed per argument: the walks (``Walk.run``), each counted
 once by the first cause that applies, and how many of them started or preempted something:
 - ``submit`` / ``finish`` / ``idle`` / ``cancel`` / ``budget``: a driver call since the last
-  cycle made the scheduler dirty;
+  cycle made the scheduler dirty, or would have by itself (a finish after a walk that
+  started work counts as a finish, not as ``after starts``);
 - ``after starts`` / ``after preemptions``: the last walk decided something (starts only, or
   preemptions too), which leaves the scheduler dirty;
 - ``dirty, other``: dirty for another reason (a hold the last walk moved or let go, a drain,
@@ -29,6 +30,8 @@ os.environ["ENGINE_NATIVE"] = "0"  # the counters wrap the engine's methods
 
 from scheduler.engine import state, walk
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
+from scheduler.simulator.budgets import Budget
+from scheduler.simulator.traces import Trace
 from tests.bench.trace_source import from_args
 
 _DRIVER_CALLS = {
@@ -58,8 +61,14 @@ def _install(counts: _Counts) -> None:
 
         def call(self, *args, _original=original, _cause=cause, **kwargs):
             was_dirty = self._dirty
+            known = _cause == "submit" and args[0].project in self._work_per_project
             result = _original(self, *args, **kwargs)
-            if not was_dirty and self._dirty:
+            if was_dirty:
+                # Already dirty (say, from the last walk's starts): count the call when it
+                # would have made the scheduler dirty by itself.
+                if _cause != "submit" or not known or _submitted_head(self, args[0].id):
+                    counts.calls.append(_cause)
+            elif self._dirty:
                 counts.calls.append(_cause)
             return result
 
@@ -105,29 +114,47 @@ def _install(counts: _Counts) -> None:
     scheduler.cycle = cycle
 
 
+def _submitted_head(sched: state.Scheduler, workload_id: str) -> bool:
+    """Is the just-submitted workload the head of its shape (``Scheduler.submit`` leaves
+    the scheduler clean when it is not)?"""
+    job = sched._pending[workload_id]
+    return sched._head(sched._queues[(job.lane, job.group)][job.shape]) is job
+
+
+_COUNTS: _Counts | None = None  # the one set of counters the wrappers fill (installed once)
+
+
+def count_walks(trace: Trace, budgets: Budget, config: ReplayConfig) -> tuple[int, Counter]:
+    """Replay ``trace``; the cycles it ran, and its walks by (first cause, decided something)."""
+    global _COUNTS
+    if _COUNTS is None:
+        _COUNTS = _Counts()
+        _install(_COUNTS)
+    counts = _COUNTS
+    counts.walks = Counter()
+    counts.calls.clear()
+    counts.last_walk = ""
+    result = replay(trace, budgets, config)
+    return result.cycles, counts.walks
+
+
 def main(args: list[str]) -> None:
     source, args = from_args(args)
     trace = load_trace(source.path, source.format)
-    counts = _Counts()
-    _install(counts)
     for arg in args:
         policy, gpus, *rest = arg.split(":")
         run_trace = trace.head(int(rest[0])) if rest else trace
         budgets = load_budgets(source.budgets, run_trace.jobs)
-        counts.walks.clear()
-        counts.last_walk = ""
         config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
-        result = replay(run_trace, budgets, config)
-        total = sum(counts.walks.values())
-        idle = sum(n for (_, decided), n in counts.walks.items() if not decided)
-        print(f"{arg}: {result.cycles:,} cycles, {total:,} walks, {idle:,} of them decided nothing")
-        causes = sorted(
-            {cause for cause, _ in counts.walks}, key=lambda c: -counts.walks[(c, False)]
-        )
+        cycles, walks = count_walks(run_trace, budgets, config)
+        total = sum(walks.values())
+        idle = sum(n for (_, decided), n in walks.items() if not decided)
+        print(f"{arg}: {cycles:,} cycles, {total:,} walks, {idle:,} of them decided nothing")
+        causes = sorted({cause for cause, _ in walks}, key=lambda c: -walks[(c, False)])
         for cause in causes:
             print(
-                f"  {cause:<18} {counts.walks[(cause, False)]:>8,} decided nothing, "
-                f"{counts.walks[(cause, True)]:>8,} decided something"
+                f"  {cause:<18} {walks[(cause, False)]:>8,} decided nothing, "
+                f"{walks[(cause, True)]:>8,} decided something"
             )
 
 
