@@ -167,12 +167,14 @@ def _steady(benchmark, nodes_count: int, running_count: int, pending: int, targe
         clock["now"] += timedelta(seconds=5)
         now = clock["now"]
         _acknowledge_stops(cluster, now)
-        ending = list(
+        # Drawn by the benchmark's own seeded generator, not the database's random order,
+        # so every run of the benchmark times the same cycles.
+        open_runs = list(
             Run.objects.filter(
                 cluster=cluster, ended_at__isnull=True, stop_requested_at=None
-            ).order_by("?")[:10]
+            ).order_by("id")
         )
-        for run in ending:
+        for run in rng.sample(open_runs, min(10, len(open_runs))):
             run_end(run=run, reason=RunEndReason.SUCCEEDED, now=now, exit_code=0)
         Workload.objects.bulk_create(
             Workload(
