@@ -1,9 +1,5 @@
 """``tests.bench.walk_causes`` files each walk under the change that called for it.
 
-It wraps the plain-Python engine's methods, so it runs in a child process with the native
-build off (this process may have loaded the compiled engine, whose classes cannot be
-wrapped).
-
 Scenario (8 GPUs, teams A and B at 50 %): ``a1`` (A, 8 GPUs, 30 s) and ``b1`` (B, 8 GPUs,
 10 min) are submitted at 00:00. The cycle at 00:00 walks because of the submits and starts
 one of them; the other waits. ``a1`` (or ``b1``) ends by itself before the next periodic
@@ -12,13 +8,7 @@ Nothing is left pending, so no other cycle runs: two walks, one per cause, each 
 something. The second walk follows a walk that started work, which must not hide the finish.
 """
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.simulator.scenarios import run_plain_python
 
 _SCRIPT = """
 import json
@@ -33,15 +23,6 @@ print(json.dumps({"cycles": cycles, "walks": [[c, d, n] for (c, d), n in walks.i
 
 
 def test_a_finish_after_a_walk_that_started_work_is_counted_as_the_finish():
-    env = {**os.environ, "ENGINE_NATIVE": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_plain_python(_SCRIPT)
     assert out["cycles"] == 2
     assert sorted(map(tuple, out["walks"])) == [("finish", True, 1), ("submit", True, 1)]
