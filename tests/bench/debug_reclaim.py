@@ -31,11 +31,9 @@ from scheduler.engine import policy_fairshare
 from scheduler.simulator import (
     ReplayConfig,
     compute_metrics,
-    load_budgets,
-    load_trace,
     replay,
 )
-from tests.bench.trace_source import from_args
+from tests.bench.trace_source import from_args, loaded
 
 _View = policy_fairshare._FairShareView
 _PRODUCT = {
@@ -85,8 +83,7 @@ def _install(variant: str) -> None:
 
 def main(args: list[str]) -> None:
     source, args = from_args(args)
-    trace = load_trace(source.path, source.format)
-    budgets = load_budgets(source.budgets, trace.jobs)
+    trace, budgets = loaded(source)
     for arg in args:
         variant, gpus = arg.split(":")
         if variant not in VARIANTS:

@@ -30,13 +30,11 @@ os.environ["ENGINE_NATIVE"] = "0"  # the counter wraps the replay loop's method
 from scheduler.simulator import (
     ReplayConfig,
     compute_metrics,
-    load_budgets,
-    load_trace,
     replay,
     replay_loop,
 )
 from scheduler.simulator.metrics import wait_summary
-from tests.bench.trace_source import from_args
+from tests.bench.trace_source import from_args, loaded
 
 CAUSES = ("reclaim", "own project", "move", "recall", "free lane", "drain")
 
@@ -92,8 +90,7 @@ def requeue_waits_by_cause(trace, budgets, config: ReplayConfig) -> tuple[dict, 
 
 def main(args: list[str]) -> None:
     source, args = from_args(args)
-    trace = load_trace(source.path, source.format)
-    budgets = load_budgets(source.budgets, trace.jobs)
+    trace, budgets = loaded(source)
     for arg in args:
         policy, gpus = arg.split(":")
         config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)

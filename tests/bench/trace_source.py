@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from scheduler.simulator import load_budgets, load_trace
+from scheduler.simulator.budgets import Budget
+from scheduler.simulator.traces import Trace
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
 
 
@@ -27,3 +30,9 @@ def from_args(args: list[str]) -> tuple[TraceSource, list[str]]:
             raise SystemExit("--trace needs the path of a canonical trace")
         return TraceSource(args[1], "canonical", "proportional"), args[2:]
     return PHILLY, args
+
+
+def loaded(source: TraceSource) -> tuple[Trace, Budget]:
+    """The trace ``source`` names, read, and its budgets."""
+    trace = load_trace(source.path, source.format)
+    return trace, load_budgets(source.budgets, trace.jobs)
