@@ -28,11 +28,7 @@ import sys
 os.environ["ENGINE_NATIVE"] = "0"  # the variants replace methods of the view's class
 
 from scheduler.engine import policy_fairshare
-from scheduler.simulator import (
-    ReplayConfig,
-    compute_metrics,
-    replay,
-)
+from scheduler.simulator import ReplayConfig, compute_metrics, replay
 from tests.bench.trace_source import from_args, loaded
 
 _View = policy_fairshare._FairShareView

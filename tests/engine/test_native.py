@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from scheduler import native_build
 from scheduler.engine import native
 from tests.bench.replay_digest import digest
-
-ROOT = native.ROOT
+from tests.plain_python import run_plain_python
 
 
 def _module_name(relative) -> str:
@@ -41,19 +37,15 @@ def test_the_native_build_and_plain_python_take_the_same_decisions(policy):
     """The first 3,000 Philly jobs on 64 GPUs (preemptions, gangs, a backlog), replayed here
     by the native build and in a plain-Python process: every run and preemption hashed."""
     spec = f"{policy}:64:3000"
-    env = {**os.environ, "ENGINE_NATIVE": "0"}
     script = (
         "import importlib, sys\n"
         "from tests.bench.replay_digest import digest\n"
         "assert importlib.import_module('scheduler.engine.walk').__file__.endswith('.py')\n"
         f"print(digest('{policy}', 64, 3000)[0])\n"
     )
-    plain = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert plain.returncode == 0, plain.stderr
+    plain = run_plain_python(script)
     assert native.enabled(), spec
-    assert plain.stdout.strip() == digest(policy, 64, 3000)[0]
+    assert plain.strip() == digest(policy, 64, 3000)[0]
 
 
 def test_a_build_from_other_sources_is_not_used(tmp_path):

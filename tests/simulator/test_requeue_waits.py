@@ -9,7 +9,7 @@ later, and restarts on its GPUs: one wait of 600 s, after a reclaim, which is al
 wait ``metrics.json`` counts.
 """
 
-from tests.simulator.scenarios import run_plain_python
+from tests.plain_python import plain_python_json
 
 _SCRIPT = """
 import json
@@ -25,5 +25,5 @@ print(json.dumps({"waits": dict(waits), "counted": counted}))
 
 
 def test_a_reclaim_victims_wait_is_filed_under_reclaim():
-    out = run_plain_python(_SCRIPT)
+    out = plain_python_json(_SCRIPT)
     assert out == {"waits": {"reclaim": [600.0]}, "counted": 1}

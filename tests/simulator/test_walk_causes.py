@@ -8,7 +8,7 @@ Nothing is left pending, so no other cycle runs: two walks, one per cause, each 
 something. The second walk follows a walk that started work, which must not hide the finish.
 """
 
-from tests.simulator.scenarios import run_plain_python
+from tests.plain_python import plain_python_json
 
 _SCRIPT = """
 import json
@@ -23,6 +23,6 @@ print(json.dumps({"cycles": cycles, "walks": [[c, d, n] for (c, d), n in walks.i
 
 
 def test_a_finish_after_a_walk_that_started_work_is_counted_as_the_finish():
-    out = run_plain_python(_SCRIPT)
+    out = plain_python_json(_SCRIPT)
     assert out["cycles"] == 2
     assert sorted(map(tuple, out["walks"])) == [("finish", True, 1), ("submit", True, 1)]
