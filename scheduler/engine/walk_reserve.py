@@ -92,18 +92,19 @@ def reclaim_one_step(walk: Walk, job: Job) -> bool:
     held = tuple(sorted(walk.reserved))
     eligible = walk_victims.eligible_for(walk, job, reclaim=True)
     only = None
-    if (
-        memo
-        and job.clear_pos >= 0
-        and all(gpus <= job.clear_room.get(p, 0) for p, gpus in room.items())
-    ):
-        # No room grew: only nodes logged since, or let go by a hold, can serve now.
+    if memo and job.clear_pos >= 0:
+        # Only nodes logged since, let go by a hold, or running work of a team whose room
+        # grew can serve now (``grown_nodes``: None when that is much of the cluster).
+        grown = [p for p, gpus in room.items() if gpus > job.clear_room.get(p, 0)]
         only = walk_victims.fresh_nodes(walk, job.clear_pos, eligible)
-        only += [i for i in job.clear_held if i not in held]
-        if not only:
-            if log_len > job.clear_pos:  # as a search of no node would: it failed
-                job.clear_pos, job.clear_room, job.clear_held = log_len, room, held
-            return False
+        if grown:
+            only = walk_victims.grown_nodes(walk, grown, job, only)
+        if only is not None:
+            only += [i for i in job.clear_held if i not in held]
+            if not only:
+                if grown or log_len > job.clear_pos:  # as a search of no node would: failed
+                    job.clear_pos, job.clear_room, job.clear_held = log_len, room, held
+                return False
     found = single_node_search(
         job,
         walk_victims.victim_pool(walk, job, reclaim=True) if only is None else (),

@@ -260,3 +260,62 @@ def test_a_start_that_grows_a_teams_room_makes_the_next_cycle_look_again():
     starts, preempted = reference[2]
     assert starts == ["alpha-five"] and len(preempted) == 1 and preempted[0] in {"beta-a", "beta-b"}
     assert cycles(incremental=True) == reference
+
+
+def test_a_step_past_the_entitlement_is_retried_where_a_grown_room_opens_a_victim():
+    """Hand-built: a single-node workload that alone would take its team past its
+    entitlement reclaims one step once past the hold bound. When that failed for want of a
+    victim, the retry looks again where something changed: nodes logged since, and the
+    nodes of a team whose room above its entitlement grew (there, old runs become
+    victims although nothing on their node changed).
+
+    Eight nodes of 8 GPUs; alpha and beta are owed 16 each, gamma 32 (its runs are all
+    recent, so protected). alpha runs 13 and waits for 4 GPUs on one node: n1 has 3 free
+    beside two 1-GPU runs of beta, but beta runs exactly its 16, so the step fails. Then a
+    1-GPU run of gamma ends on n3 and beta's new 1-GPU job starts there (beta ranks first
+    in the window): beta runs 17, one above its entitlement, so one of its runs on n1 may
+    go and alpha's job starts on n1. Both paths decide the same."""
+    from tests.engine.conftest import budget, build_nodes, build_workload, leaf
+    from tests.engine.preemption_world import LATER, run
+
+    recent = LATER - 30 * 60.0
+    usage = {"alpha": 500_000.0, "beta": 0.0, "gamma": 0.0}  # beta ranks before alpha
+
+    def cycles(incremental: bool) -> list[tuple[list, list]]:
+        tree = budget("root", 100, leaf("alpha", 25), leaf("beta", 25), leaf("gamma", 50))
+        sched = Scheduler(build_nodes(8), tree, policy="fairshare", incremental=incremental)
+        run(sched, "gamma-0", "gamma", {"n0": 8}, start=recent)
+        run(sched, "beta-a", "beta", {"n1": 1})
+        run(sched, "beta-b", "beta", {"n1": 1})
+        run(sched, "alpha-x", "alpha", {"n1": 3})
+        run(sched, "beta-whole", "beta", {"n2": 8})
+        run(sched, "gamma-3", "gamma", {"n3": 7}, start=recent)
+        run(sched, "gamma-s", "gamma", {"n3": 1}, start=recent)
+        run(sched, "beta-w2", "beta", {"n4": 6})
+        run(sched, "gamma-4", "gamma", {"n4": 2}, start=recent)
+        run(sched, "alpha-big", "alpha", {"n5": 8})
+        run(sched, "alpha-c", "alpha", {"n6": 2})
+        run(sched, "gamma-6", "gamma", {"n6": 6}, start=recent)
+        run(sched, "gamma-7", "gamma", {"n7": 8}, start=recent)
+        sched.submit(build_workload("alpha-four", "alpha", 4, submit=LATER, min_runtime=7200))
+        out = []
+        # blocked and holding n1; past the 30-minute bound (the step fails); then beta grows
+        for now in (LATER, LATER + 31 * 60.0, LATER + 40 * 60.0):
+            if now == LATER + 40 * 60.0:
+                sched.finish("gamma-s")
+                sched.submit(build_workload("beta-one", "beta", 1, submit=now, min_runtime=7200))
+            result = sched.cycle(now, usage)
+            out.append(
+                (
+                    sorted((s.workload_id, sorted(s.placement)) for s in result.starts),
+                    sorted(p.workload_id for p in result.preemptions),
+                )
+            )
+        return out
+
+    reference = cycles(incremental=False)
+    assert reference[:2] == [([], []), ([], [])]
+    starts, preempted = reference[2]
+    assert starts == [("alpha-four", ["n1"]), ("beta-one", ["n3"])]
+    assert len(preempted) == 1 and preempted[0] in {"beta-a", "beta-b"}
+    assert cycles(incremental=True) == reference
