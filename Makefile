@@ -19,13 +19,14 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The engine and the replay loop compiled with mypyc into var/native: same source, same
-# decisions, about twice as fast. Rebuilt when a compiled source changed (a quick check
-# otherwise); a failed build is reported and the engine runs as plain Python.
+# decisions, about twice as fast; then compiled again guided by a profile of a replay
+# (docs/design.md). Rebuilt when a compiled source changed (a quick check otherwise); a failed
+# build is reported and the engine runs as plain Python.
 install: $(VENV)/.installed
-	@$(PY) -m scheduler.native_build
+	@$(PY) -m scheduler.native_build --profile
 
 native: $(VENV)/.installed
-	$(PY) -m scheduler.native_build --force
+	$(PY) -m scheduler.native_build --force --profile
 
 # This checkout's own settings (development mode, a generated secret key), so every manage.py
 # command of the README works here as printed. Never copied to a server: var/ is not tracked.

@@ -21,7 +21,8 @@ import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_DIR = ROOT / "var" / "native"
+# ``ENGINE_NATIVE_DIR``: a build elsewhere (the profile-guided build's training run uses it).
+BUILD_DIR = Path(os.environ.get("ENGINE_NATIVE_DIR") or ROOT / "var" / "native")
 MANIFEST = BUILD_DIR / "manifest.json"
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -80,3 +83,25 @@ def test_without_a_build_the_package_path_is_left_alone(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "_verdict", True)
     monkeypatch.setattr(native, "BUILD_DIR", tmp_path / "nothing-built-here")
     assert native.extend_path(path, "scheduler.engine") == path
+
+
+def test_make_install_leaves_a_build_compiled_with_a_profile():
+    """``make install`` (which ``make test`` runs first) compiles the build again guided by
+    the counts of a replay; the decisions test above then checks that build."""
+    assert native_build.profiled(), (
+        "the native build in var/native was not compiled with a profile: run `make native` "
+        "and read what it prints (the profile-guided step needs gcc)"
+    )
+
+
+def test_the_training_run_refuses_an_engine_that_is_not_the_instrumented_build():
+    """Counts taken from plain Python would guide nothing: the training run stops at once."""
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler.native_build", "--train"],
+        cwd=native.ROOT,
+        env={**os.environ, "ENGINE_NATIVE": "0"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "the instrumented build was not loaded" in done.stderr
