@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
             return 0
         print("Native engine built: var/native", flush=True)
     if "--profile" in argv and (force or not profiled()):
-        print("Compiling it again, guided by a profile of a replay (about 70 s) ...", flush=True)
+        print("Compiling it again, guided by a profile of a replay (about 90 s) ...", flush=True)
         try:
             build_profiled()
         except (Exception, SystemExit) as error:

@@ -22,13 +22,19 @@ def _decimal(value) -> Decimal | None:
 
 @register.filter
 def pct(value) -> str:
-    """A percent with two decimals and a spaced sign: ``42.1`` → ``"42.10 %"`` (empty → "—")."""
+    """A percent with two decimals and a spaced sign: ``42.1`` → ``"42.10 %"`` (empty → "—").
+
+    Rounding never makes a share look like none or like all: a value above 0 that would
+    round to 0 reads "< 0.01 %", and one below 100 that would round to 100 "> 99.99 %"."""
     number = _decimal(value)
-    if number is None:
+    if number is None or not number.is_finite():
         return "—"
-    if 0 < number < Decimal("0.005"):
+    shown = number.quantize(Decimal("0.01"))  # as the format below rounds it
+    if number > 0 and shown == 0:
         return "< 0.01 %"  # a real, tiny share: "0.00 %" would read as none
-    return f"{number:,.2f} %"
+    if number < 100 and shown == 100:
+        return "> 99.99 %"  # short of all: "100.00 %" would read as every GPU, every hour
+    return f"{shown:,.2f} %"
 
 
 @register.filter
