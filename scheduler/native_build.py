@@ -99,11 +99,11 @@ def train() -> None:
     """What the instrumented build runs (``build_profiled``): the first 20,000 Philly jobs on
     256 GPUs under ``fairshare`` and the first 10,000 on 512 GPUs under ``quota``, with
     the engine loaded from that build (checked: counts of plain Python would be no use)."""
-    from scheduler.engine import state
+    from scheduler.engine import native, state
     from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
     from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
 
-    if state.__file__ is None or state.__file__.endswith(".py"):
+    if not native.loaded(state):
         raise RuntimeError("the instrumented build was not loaded")
     trace = load_trace(PHILLY_JOBS, "philly")
     for policy, gpus, jobs in (("fairshare", 256, 20_000), ("quota", 512, 10_000)):

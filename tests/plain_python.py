@@ -14,15 +14,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_plain_python(script: str) -> str:
-    """What ``script`` printed, run from the repository's root with the native build off."""
-    done = subprocess.run(
-        [sys.executable, "-c", script],
+def plain_python_process(args: list[str]) -> subprocess.CompletedProcess:
+    """``python ARGS`` run to its end from the repository's root with the native build off
+    (its output captured as text, whatever its exit status)."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=ROOT,
         env={**os.environ, "ENGINE_NATIVE": "0"},
         capture_output=True,
         text=True,
     )
+
+
+def run_plain_python(script: str) -> str:
+    """What ``script`` printed, run from the repository's root with the native build off."""
+    done = plain_python_process(["-c", script])
     assert done.returncode == 0, done.stderr
     return done.stdout
 

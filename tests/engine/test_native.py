@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from scheduler import native_build
 from scheduler.engine import native
 from tests.bench.replay_digest import digest
-from tests.plain_python import run_plain_python
+from tests.plain_python import plain_python_process, run_plain_python
 
 
 def _module_name(relative) -> str:
@@ -96,12 +93,6 @@ def test_make_install_leaves_a_build_compiled_with_a_profile():
 
 def test_the_training_run_refuses_an_engine_that_is_not_the_instrumented_build():
     """Counts taken from plain Python would guide nothing: the training run stops at once."""
-    done = subprocess.run(
-        [sys.executable, "-m", "scheduler.native_build", "--train"],
-        cwd=native.ROOT,
-        env={**os.environ, "ENGINE_NATIVE": "0"},
-        capture_output=True,
-        text=True,
-    )
+    done = plain_python_process(["-m", "scheduler.native_build", "--train"])
     assert done.returncode != 0
     assert "the instrumented build was not loaded" in done.stderr
