@@ -1,7 +1,15 @@
 # GPU-hour budget governance — the commands a newcomer needs.
 # `make run` and `make test` work on a fresh clone with nothing done by hand first.
 
-PYTHON ?= python3
+# The interpreter the virtualenv is made from: the operating system's own Python when it is
+# 3.11 or newer and can make a virtualenv and compile extensions (the native engine needs
+# Python.h), else python3 on PATH; PYTHON=... picks another. Debian's is built with
+# profile-guided and link-time optimization and links libpython statically; a pyenv build
+# without --enable-optimizations does neither: the whole Philly replay took 10.3-10.7 s on
+# the first and 12.5-12.8 s on the second, alternated on one machine (docs/benchmarks.md).
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in /usr/bin/python3 python3; do "$$p" -c 'import ensurepip, os, sys, sysconfig, venv; sys.exit(sys.version_info < (3, 11) or not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' >/dev/null 2>&1 && echo "$$p" && exit; done; echo python3)
+endif
 VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
