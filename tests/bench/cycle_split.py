@@ -17,6 +17,7 @@ from collections import Counter
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.simulator.replay import _engine_scheduler
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+from tests.bench.trace_source import first_jobs, run_spec
 
 
 class _Timed:
@@ -47,11 +48,11 @@ def _factory(out: list[_Timed], nodes, root, policy_name, params) -> _Timed:
 def main(args: list[str]) -> None:
     trace = load_trace(PHILLY_JOBS, "philly")
     for arg in args:
-        policy, gpus, *rest = arg.split(":")
-        run_trace = trace.head(int(rest[0])) if rest else trace
+        spec = run_spec(arg)
+        run_trace = first_jobs(trace, spec)
         budgets = load_budgets(PHILLY_BUDGETS, run_trace.jobs)
         timed: list[_Timed] = []
-        config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
+        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
         result = replay(
             run_trace, budgets, config, scheduler_factory=lambda *a, out=timed: _factory(out, *a)
         )

@@ -32,7 +32,7 @@ from scheduler.engine.fairtree import BudgetTree
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.simulator.metrics import oversubscribed_spans
 from scheduler.simulator.replay_loop import to_engine_budget
-from tests.bench.trace_source import from_args
+from tests.bench.trace_source import first_jobs, from_args, run_spec
 
 BURST = 20
 BURST_SECONDS = 600.0
@@ -242,11 +242,13 @@ def main(args: list[str]) -> None:
     trace = load_trace(source.path, source.format)
     printed_trace = False
     for arg in args:
-        policy, gpus, *rest = arg.split(":")
-        run_trace = trace.head(int(rest[0])) if rest else trace
+        spec = run_spec(arg)
+        run_trace = first_jobs(trace, spec)
         budgets = load_budgets(source.budgets, run_trace.jobs)
         result = replay(
-            run_trace, budgets, ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
+            run_trace,
+            budgets,
+            ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False),
         )
         debug = [j for j in result.jobs if j.debug]
         if not printed_trace:
@@ -270,10 +272,10 @@ def main(args: list[str]) -> None:
             f"p90 {_minutes(_quantile(waits_alone, 0.9))}"
         )
         window_ids = {j.id for j in window}
-        bound, unowed = _on_own_entitlement(debug, window_ids, budgets, int(gpus))
-        twice, _ = _on_own_entitlement(debug, window_ids, budgets, int(gpus), multiple=2)
+        bound, unowed = _on_own_entitlement(debug, window_ids, budgets, spec.gpus)
+        twice, _ = _on_own_entitlement(debug, window_ids, budgets, spec.gpus, multiple=2)
         stretches = oversubscribed_spans(result, result.last_submit)
-        busy, _ = _on_own_entitlement(debug, window_ids, budgets, int(gpus), stretches=stretches)
+        busy, _ = _on_own_entitlement(debug, window_ids, budgets, spec.gpus, stretches=stretches)
         crowded = sum(1 for j in window if any(a <= j.submit < b for a, b in stretches))
         print(
             f"{arg}: alone on each team's entitlement: p90 {_minutes(bound)} "
@@ -281,9 +283,9 @@ def main(args: list[str]) -> None:
             f"over-demanded hours: queued there only, every GPU free otherwise: "
             f"p90 {_minutes(busy)} ({unowed:,} jobs of teams owed no GPUs left out)"
         )
-        spare = _on_spare_capacity(result, debug, window_ids, budgets, int(gpus))
+        spare = _on_spare_capacity(result, debug, window_ids, budgets, spec.gpus)
         replayed = _on_spare_capacity(
-            result, debug, window_ids, budgets, int(gpus), as_replayed=True
+            result, debug, window_ids, budgets, spec.gpus, as_replayed=True
         )
         print(
             f"{arg}: alone on every GPU the other teams are not owed (each its entitlement, "

@@ -27,7 +27,7 @@ from scheduler.simulator import ReplayConfig, replay
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.replay import _engine_scheduler
 from scheduler.simulator.traces import Trace
-from tests.bench.trace_source import from_args, loaded
+from tests.bench.trace_source import first_jobs, from_args, loaded, run_spec
 
 
 class _Watched:
@@ -100,10 +100,9 @@ def main(args: list[str]) -> None:
     source, args = from_args(args)
     trace, budgets = loaded(source)
     for arg in args:
-        policy, gpus, *rest = arg.split(":")
-        run_trace = trace.head(int(rest[0])) if rest else trace
-        config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
-        probe = watch_holds(run_trace, budgets, config)
+        spec = run_spec(arg)
+        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
+        probe = watch_holds(first_jobs(trace, spec), budgets, config)
         print(f"{arg}:")
         for gang in (True, False):
             holders = sum(1 for g in probe.holders.values() if g == gang)

@@ -19,7 +19,7 @@ from collections import Counter
 
 from scheduler.engine import IdleGpus, Scheduler, make_policy
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
-from tests.bench.trace_source import PHILLY, TraceSource, from_args
+from tests.bench.trace_source import PHILLY, TraceSource, from_args, run_spec
 
 SAMPLE_SECONDS = 900.0
 
@@ -84,9 +84,9 @@ def main(args: list[str]) -> None:
     canonical trace, with budgets proportional to each team's GPU-hours)."""
     source, args = from_args(args)
     for spec in args:
-        policy, gpus, *rest = spec.split(":")
-        totals = breakdown(policy, int(gpus), int(rest[0]) if rest else None, source)
-        capacity = totals["samples"] * int(gpus) or 1
+        run = run_spec(spec)
+        totals = breakdown(run.policy, run.gpus, run.first, source)
+        capacity = totals["samples"] * run.gpus or 1
         shares = ", ".join(
             f"{name} {100 * totals[name] / capacity:.1f} %" for name in ("busy", *CAUSES)
         )

@@ -15,6 +15,7 @@ import time
 
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
+from tests.bench.trace_source import run_spec
 
 
 def digest(policy: str, gpus: int, jobs: int | None = None) -> tuple[str, float, int]:
@@ -33,8 +34,8 @@ def digest(policy: str, gpus: int, jobs: int | None = None) -> tuple[str, float,
 def main(args: list[str]) -> None:
     """Print one line per ``policy:gpus[:jobs]`` argument."""
     for spec in args:
-        policy, gpus, *rest = spec.split(":")
-        value, wall, cycles = digest(policy, int(gpus), int(rest[0]) if rest else None)
+        run = run_spec(spec)
+        value, wall, cycles = digest(run.policy, run.gpus, run.first)
         print(f"{spec} {value} {wall:.1f} s {cycles} cycles", flush=True)
 
 

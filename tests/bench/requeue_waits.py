@@ -1,7 +1,7 @@
 """Waits after a preemption, by what evicted the workload (``docs/simulation.md``).
 
 Run: ``.venv/bin/python -m tests.bench.requeue_waits fairshare:512 quota:512`` — each
-argument is ``policy:gpus`` on the Philly trace (``--trace PATH`` first: a canonical trace,
+argument is ``policy:gpus[:first N jobs]`` on the Philly trace (``--trace PATH`` first: a canonical trace,
 budgets proportional). Printed per argument, for the submit window and counted as
 ``metrics.json``'s ``requeue`` waits are there (a wait still open at the window's end counts
 up to it): the waits by cause, with their number, p50, p90 and mean. Causes, from the
@@ -34,7 +34,7 @@ from scheduler.simulator import (
     replay_loop,
 )
 from scheduler.simulator.metrics import wait_summary
-from tests.bench.trace_source import from_args, loaded
+from tests.bench.trace_source import first_jobs, from_args, loaded, run_spec
 
 CAUSES = ("reclaim", "own project", "move", "recall", "free lane", "drain")
 
@@ -92,9 +92,9 @@ def main(args: list[str]) -> None:
     source, args = from_args(args)
     trace, budgets = loaded(source)
     for arg in args:
-        policy, gpus = arg.split(":")
-        config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
-        waits, counted = requeue_waits_by_cause(trace, budgets, config)
+        spec = run_spec(arg)
+        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
+        waits, counted = requeue_waits_by_cause(first_jobs(trace, spec), budgets, config)
         total = sum(len(w) for w in waits.values())
         print(
             f"{arg}: {total:,} waits after a preemption in the submit window ({counted:,} in metrics.json)"

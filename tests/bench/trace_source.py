@@ -1,6 +1,7 @@
 """Which trace a bench tool replays: the bundled Philly trace with its budgets, or, after
 ``--trace PATH`` on the command line, a canonical trace with budgets proportional to each
-team's GPU-hours (``manage.py trace_variant`` writes one)."""
+team's GPU-hours (``manage.py trace_variant`` writes one); and the one reading of the
+``policy:gpus[:first N jobs]`` arguments the tools take."""
 
 from __future__ import annotations
 
@@ -36,3 +37,24 @@ def loaded(source: TraceSource) -> tuple[Trace, Budget]:
     """The trace ``source`` names, read, and its budgets."""
     trace = load_trace(source.path, source.format)
     return trace, load_budgets(source.budgets, trace.jobs)
+
+
+class RunSpec(NamedTuple):
+    """One ``policy:gpus[:first N jobs]`` argument: what to replay, on how many GPUs."""
+
+    policy: str
+    gpus: int
+    first: int | None  # only the trace's first N jobs; None: all of it
+
+
+def run_spec(arg: str) -> RunSpec:
+    """Read ``policy:gpus[:first N jobs]``; anything else stops the tool naming the argument."""
+    policy, *numbers = arg.split(":")
+    if not policy or len(numbers) not in (1, 2) or not all(n.isdecimal() for n in numbers):
+        raise SystemExit(f"{arg!r}: expected policy:gpus[:first N jobs], as in fairshare:256:20000")
+    return RunSpec(policy, int(numbers[0]), int(numbers[1]) if len(numbers) == 2 else None)
+
+
+def first_jobs(trace: Trace, spec: RunSpec) -> Trace:
+    """The part of ``trace`` ``spec`` replays."""
+    return trace if spec.first is None else trace.head(spec.first)

@@ -32,7 +32,7 @@ from scheduler.engine import state, walk
 from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.traces import Trace
-from tests.bench.trace_source import from_args
+from tests.bench.trace_source import first_jobs, from_args, run_spec
 
 _DRIVER_CALLS = {
     "submit": "submit",
@@ -142,10 +142,10 @@ def main(args: list[str]) -> None:
     source, args = from_args(args)
     trace = load_trace(source.path, source.format)
     for arg in args:
-        policy, gpus, *rest = arg.split(":")
-        run_trace = trace.head(int(rest[0])) if rest else trace
+        spec = run_spec(arg)
+        run_trace = first_jobs(trace, spec)
         budgets = load_budgets(source.budgets, run_trace.jobs)
-        config = ReplayConfig(gpus=int(gpus), policy=policy, record_runs=False)
+        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
         cycles, walks = count_walks(run_trace, budgets, config)
         total = sum(walks.values())
         idle = sum(n for (_, decided), n in walks.items() if not decided)
