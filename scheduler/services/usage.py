@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
 
-from django.db.models import F, Q, Sum
+from django.db.models import Case, DateTimeField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
@@ -55,13 +55,41 @@ def _healthy_gpus(cluster_id: int) -> int:
     )
 
 
+def _account_pass(
+    *,
+    cluster: Cluster,
+    runs: list[Run],
+    now: datetime,
+    since: datetime,
+    demand: dict[int, int] | None = None,
+) -> int:
+    """One accounting pass, under the caller's accounting lock: entitlement and demand up to
+    ``now`` (``_account_entitlement``), then the time of ``runs`` charged against it
+    (``_account_runs``). The hourly rollup rows both touch are locked and read once and
+    written once. Returns the number of usage ledger rows written."""
+    rollup = UsageHourRollup.load(cluster.id, ())
+    entitlement = _account_entitlement(
+        cluster=cluster, now=now, since=since, rollup=rollup, demand=demand
+    )
+    written = _account_runs(
+        cluster=cluster, runs=runs, now=now, entitlement=entitlement, rollup=rollup
+    )
+    rollup.save()
+    return written
+
+
 def _account_runs(
-    *, cluster: Cluster, runs: list[Run], now: datetime, entitlement: EntitlementPass
+    *,
+    cluster: Cluster,
+    runs: list[Run],
+    now: datetime,
+    entitlement: EntitlementPass,
+    rollup: UsageHourRollup,
 ) -> int:
     """Write ledger rows for ``runs`` from ``accounted_until`` to their end (or ``now``).
 
-    The caller holds the cluster's accounting lock and has just accounted entitlement up to
-    ``now`` (``entitlement``: what that pass wrote). Returns the number of ledger rows.
+    Part of ``_account_pass``: entitlement was just accounted up to ``now`` (``entitlement``:
+    what that wrote) into ``rollup``, which the pass saves. Returns the number of ledger rows.
     """
     pieces = []  # (piece start, run id, run, hour, piece end)
     for run in runs:
@@ -69,7 +97,7 @@ def _account_runs(
         for hour, start, end in hour_pieces(run.accounted_until, until):
             pieces.append((start, run.id, run, hour, end))
     pieces.sort(key=lambda p: (p[0], p[1]))
-    rollup = UsageHourRollup.load(cluster.id, {(p[2].project_id, p[3]) for p in pieces})
+    rollup.extend({(p[2].project_id, p[3]) for p in pieces})
     records: list[UsageRecord] = []
 
     for start, _, run, hour, end in pieces:
@@ -99,15 +127,23 @@ def _account_runs(
             )
 
     UsageRecord.objects.bulk_create(records)
-    rollup.save()
     by_until: dict[datetime, list[int]] = defaultdict(list)
     for run in runs:
         until = min(run.ended_at, now) if run.ended_at else now
         if until > run.accounted_until:
             by_until[until].append(run.id)
             run.accounted_until = until
-    for until, ids in by_until.items():
+    if len(by_until) == 1:
+        ((until, ids),) = by_until.items()
         Run.objects.filter(id__in=ids).update(accounted_until=until)
+    elif by_until:
+        # Runs that ended since the last pass each stop at their own end: one statement.
+        Run.objects.filter(id__in=[i for ids in by_until.values() for i in ids]).update(
+            accounted_until=Case(
+                *(When(id__in=ids, then=Value(until)) for until, ids in by_until.items()),
+                output_field=DateTimeField(),
+            )
+        )
     return len(records)
 
 
@@ -119,8 +155,7 @@ def run_account(*, run: Run, now: datetime) -> int:
     charged against the entitlement of the same seconds.
     """
     cluster = Cluster.objects.get(pk=run.cluster_id)
-    entitlement = _account_entitlement(cluster=cluster, now=now, since=run.accounted_until)
-    return _account_runs(cluster=cluster, runs=[run], now=now, entitlement=entitlement)
+    return _account_pass(cluster=cluster, runs=[run], now=now, since=run.accounted_until)
 
 
 def _share_steps(
@@ -146,9 +181,15 @@ def _share_steps(
 
 
 def _account_entitlement(
-    *, cluster: Cluster, now: datetime, since: datetime, demand: dict[int, int] | None = None
+    *,
+    cluster: Cluster,
+    now: datetime,
+    since: datetime,
+    rollup: UsageHourRollup,
+    demand: dict[int, int] | None = None,
 ) -> EntitlementPass:
     """Append entitlement/demand rows from the cluster's cursor to ``now``; advance it.
+    The figures go into ``rollup`` too, which the caller (``_account_pass``) saves.
 
     The interval is cut where a share starts or ends, so each piece is entitled at the shares
     in force then. Healthy GPUs are those of now: every change of a node's state accounts up
@@ -184,9 +225,7 @@ def _account_entitlement(
         for a, b, budget in steps
         for hour, start, end in hour_pieces(a, b)
     ]
-    rollup = UsageHourRollup.load(
-        cluster.id, {(p, hour) for p in projects for hour, _, _, _ in pieces}
-    )
+    rollup.extend({(p, hour) for p in projects for hour, _, _, _ in pieces})
     records = []
     for project_id in sorted(projects):
         wanted = demand.get(project_id, 0)
@@ -208,7 +247,6 @@ def _account_entitlement(
                 (start, end, record.entitled_gpu_seconds)
             )
     EntitlementRecord.objects.bulk_create(records)
-    rollup.save()
     cursor.accounted_until = now
     cursor.save(update_fields=["accounted_until"])
     return done
@@ -231,8 +269,7 @@ def usage_account(*, cluster: Cluster, now: datetime | None = None) -> int:
             .only("id", "project_id", "gpus", "lane", "accounted_until", "ended_at")
         )
         since = min((run.accounted_until for run in runs), default=now)
-        entitlement = _account_entitlement(cluster=cluster, now=now, since=since)
-        written = _account_runs(cluster=cluster, runs=runs, now=now, entitlement=entitlement)
+        written = _account_pass(cluster=cluster, runs=runs, now=now, since=since)
     return written
 
 
@@ -258,10 +295,9 @@ def usage_account_history(
             active.append(runs[i])
             i += 1
         with locked_transaction(ACCOUNTING_LOCK, cluster.id, wait=True):
-            entitlement = _account_entitlement(
-                cluster=cluster, now=now, since=first, demand=demand_at(now)
+            written += _account_pass(
+                cluster=cluster, runs=active, now=now, since=first, demand=demand_at(now)
             )
-            written += _account_runs(cluster=cluster, runs=active, now=now, entitlement=entitlement)
         active = [r for r in active if r.ended_at is None or r.accounted_until < r.ended_at]
         if now >= until:
             return written

@@ -77,20 +77,29 @@ class UsageHourRollup:
     @classmethod
     def load(cls, cluster_id: int, keys: Iterable[tuple[int, datetime]]) -> UsageHourRollup:
         """Lock the rows of ``keys`` (project, hour) that exist; start the others at zero."""
-        keys = set(keys)
-        rows: dict[tuple[int, datetime], UsageHour] = {}
-        hours = {hour for _, hour in keys}
-        projects = {project for project, _ in keys}
-        if keys:
-            existing = UsageHour.objects.select_for_update().filter(
-                cluster_id=cluster_id, hour__in=hours, project_id__in=projects
-            )
-            rows = {(r.project_id, r.hour.astimezone(UTC)): r for r in existing}
-        new = set()
-        for key in keys - rows.keys():
-            rows[key] = UsageHour(cluster_id=cluster_id, project_id=key[0], hour=key[1])
-            new.add(key)
-        return cls(cluster_id, rows, new)
+        rollup = cls(cluster_id, {}, set())
+        rollup.extend(keys)
+        return rollup
+
+    def extend(self, keys: Iterable[tuple[int, datetime]]) -> None:
+        """Also hold the rows of ``keys``: lock those that exist, start the others at zero.
+        Rows already held keep their figures (changes not yet saved included)."""
+        keys = set(keys) - self.rows.keys()
+        if not keys:
+            return
+        existing = UsageHour.objects.select_for_update().filter(
+            cluster_id=self.cluster_id,
+            hour__in={hour for _, hour in keys},
+            project_id__in={project for project, _ in keys},
+        )
+        for row in existing:
+            key = (row.project_id, row.hour.astimezone(UTC))
+            if key in keys:
+                self.rows[key] = row
+                keys.discard(key)
+        for key in keys:
+            self.rows[key] = UsageHour(cluster_id=self.cluster_id, project_id=key[0], hour=key[1])
+            self.new.add(key)
 
     def add(self, project_id: int, hour: datetime, field: str, amount: Decimal) -> None:
         """Add ``amount`` to one figure of a row."""

@@ -232,6 +232,24 @@ def test_an_exit_stamped_before_the_last_accounting_pass_ends_the_run_there(worl
     assert ledger_total(world.cluster) == runs_total(world.cluster) == 8 * 600
 
 
+def test_one_pass_closes_runs_that_ended_at_different_moments_each_at_its_end(world):
+    """Ends stored but not yet accounted (a replayed history stores them so) are each charged
+    up to their own end in one pass, and each run remembers how far it was accounted."""
+    a, b, c = (start(world, "budgeted", gpus=2) for _ in range(3))
+    ended = {"end_reason": RunEndReason.SUCCEEDED}
+    Run.objects.filter(pk=a.pk).update(ended_at=T0 + 3 * MIN, **ended)
+    Run.objects.filter(pk=b.pk).update(ended_at=T0 + 7 * MIN, **ended)
+
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)
+    usage_account(cluster=world.cluster, now=T0 + 10 * MIN)  # nothing is charged twice
+
+    for run, end in ((a, T0 + 3 * MIN), (b, T0 + 7 * MIN), (c, T0 + 10 * MIN)):
+        run.refresh_from_db()
+        assert run.accounted_until == end
+        assert rows(run) == [(T0, end, Charge.BUDGETED, Decimal(2 * (end - T0).seconds))]
+    assert ledger_total(world.cluster) == runs_total(world.cluster, now=T0 + 10 * MIN)
+
+
 def health_of_the_day(world, now):
     """The cluster health of ``now``'s UTC day, as an org admin of the world sees it."""
     from governance.choices import Role
