@@ -21,7 +21,14 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from scheduler.engine.native import BUILD_DIR, MANIFEST, ROOT, build_matches, source_digest
+from scheduler.engine.native import (
+    BUILD_DIR,
+    MANIFEST,
+    ROOT,
+    build_matches,
+    interpreter,
+    source_digest,
+)
 
 #: The shared library's module name (it lives inside the engine package).
 GROUP = "scheduler.engine.native_lib"
@@ -153,9 +160,11 @@ def _compile(
 
 
 def _write_manifest(staged: Path, profiled: bool) -> None:
-    """Record in ``staged`` the sources it was built from (and whether with a profile)."""
+    """Record in ``staged`` the sources it was built from, the Python it was built for, and
+    whether with a profile."""
     manifest = {
         "sources": {str(f): source_digest(ROOT / f) for f in sources()},
+        "python": interpreter(),
         "profiled": profiled,
     }
     (staged / MANIFEST.name).write_text(json.dumps(manifest, indent=1, sort_keys=True))

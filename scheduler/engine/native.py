@@ -7,8 +7,10 @@ its ``__init__``: the build directory then comes first on the package's search p
 submodules load from the build.
 
 The build is used only when every source it was compiled from is unchanged (a SHA-256 per
-file, written by the build in ``manifest.json``): after an edit the engine runs as plain
-Python until ``make native`` runs again, never a stale binary. ``ENGINE_NATIVE=0`` in the
+file, written by the build in ``manifest.json``) and this process runs the Python it was
+compiled for (``interpreter``: a virtualenv made again from another Python keeps the same
+extension suffix): after an edit or a new interpreter the engine runs as plain Python until
+``make native`` runs again, never a stale binary. ``ENGINE_NATIVE=0`` in the
 environment turns the build off (to compare, or to debug in plain Python).
 """
 
@@ -18,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +38,29 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def interpreter() -> str:
+    """The Python a build is compiled for and used with: its version and build, and where
+    it is installed (a virtualenv names the Python it was made from)."""
+    return f"{sys.version} in {sys.base_prefix}"
+
+
 def build_matches(manifest: Path = MANIFEST, root: Path = ROOT) -> bool:
-    """True when ``manifest`` exists and every source it lists is unchanged under ``root``."""
+    """True when ``manifest`` exists, was written for this process's Python, and every
+    source it lists is unchanged under ``root``."""
     try:
-        recorded = json.loads(manifest.read_text())["sources"]
-    except (OSError, ValueError, KeyError, TypeError):
+        built = json.loads(manifest.read_text())
+        recorded = built["sources"]
+        python = built.get("python")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
     if not isinstance(recorded, dict) or not recorded:
+        return False
+    if python != interpreter():
+        logger.warning(
+            "The native engine was built for another Python (%s): running plain Python. "
+            "`make native` rebuilds it.",
+            python,
+        )
         return False
     for relative, digest in recorded.items():
         path = root / relative

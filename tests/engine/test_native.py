@@ -62,13 +62,29 @@ def test_a_build_from_other_sources_is_not_used(tmp_path):
     assert not native.build_matches(manifest, tmp_path)
 
     recorded = {"scheduler/engine/walk.py": native.source_digest(source)}
-    manifest.write_text(json.dumps({"sources": recorded}))
+    manifest.write_text(json.dumps({"sources": recorded, "python": native.interpreter()}))
     assert native.build_matches(manifest, tmp_path)
 
     source.write_text("X = 2\n")  # edited after the build: plain Python until rebuilt
     assert not native.build_matches(manifest, tmp_path)
 
     source.unlink()
+    assert not native.build_matches(manifest, tmp_path)
+
+
+def test_a_build_for_another_python_is_not_used(tmp_path):
+    """A virtualenv made again from another Python of the same version keeps the extension
+    suffix, so the build would load: the manifest says which Python it was compiled for."""
+    source = tmp_path / "scheduler" / "engine" / "walk.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("X = 1\n")
+    recorded = {"scheduler/engine/walk.py": native.source_digest(source)}
+    manifest = tmp_path / "manifest.json"
+
+    for python in (None, "3.11.7 (main) [GCC 12.2.0] in /opt/another-python"):
+        manifest.write_text(json.dumps({"sources": recorded, "python": python}))
+        assert not native.build_matches(manifest, tmp_path)
+    manifest.write_text(json.dumps(["not", "an", "object"]))
     assert not native.build_matches(manifest, tmp_path)
 
 
