@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 
-from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
+from scheduler.simulator import load_budgets, load_trace, replay
 from scheduler.simulator.replay import _engine_scheduler
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
 from tests.bench.trace_source import first_jobs, run_spec
@@ -52,7 +52,7 @@ def main(args: list[str]) -> None:
         run_trace = first_jobs(trace, spec)
         budgets = load_budgets(PHILLY_BUDGETS, run_trace.jobs)
         timed: list[_Timed] = []
-        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
+        config = spec.config()
         result = replay(
             run_trace, budgets, config, scheduler_factory=lambda *a, out=timed: _factory(out, *a)
         )

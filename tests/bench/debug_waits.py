@@ -29,7 +29,7 @@ import sys
 from collections import defaultdict
 
 from scheduler.engine.fairtree import BudgetTree
-from scheduler.simulator import ReplayConfig, load_budgets, load_trace, replay
+from scheduler.simulator import load_budgets, load_trace, replay
 from scheduler.simulator.metrics import oversubscribed_spans
 from scheduler.simulator.replay_loop import to_engine_budget
 from tests.bench.trace_source import first_jobs, from_args, run_spec
@@ -248,7 +248,7 @@ def main(args: list[str]) -> None:
         result = replay(
             run_trace,
             budgets,
-            ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False),
+            spec.config(),
         )
         debug = [j for j in result.jobs if j.debug]
         if not printed_trace:

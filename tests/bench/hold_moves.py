@@ -27,7 +27,7 @@ from scheduler.simulator import ReplayConfig, replay
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.replay import _engine_scheduler
 from scheduler.simulator.traces import Trace
-from tests.bench.trace_source import first_jobs, from_args, loaded, run_spec
+from tests.bench.trace_source import each_run
 
 
 class _Watched:
@@ -97,12 +97,8 @@ def watch_holds(trace: Trace, budgets: Budget | None, config: ReplayConfig) -> _
 
 
 def main(args: list[str]) -> None:
-    source, args = from_args(args)
-    trace, budgets = loaded(source)
-    for arg in args:
-        spec = run_spec(arg)
-        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
-        probe = watch_holds(first_jobs(trace, spec), budgets, config)
+    for arg, trace, budgets, config in each_run(args):
+        probe = watch_holds(trace, budgets, config)
         print(f"{arg}:")
         for gang in (True, False):
             holders = sum(1 for g in probe.holders.values() if g == gang)

@@ -34,7 +34,7 @@ from scheduler.simulator import (
     replay_loop,
 )
 from scheduler.simulator.metrics import wait_summary
-from tests.bench.trace_source import first_jobs, from_args, loaded, run_spec
+from tests.bench.trace_source import each_run
 
 CAUSES = ("reclaim", "own project", "move", "recall", "free lane", "drain")
 
@@ -89,12 +89,8 @@ def requeue_waits_by_cause(trace, budgets, config: ReplayConfig) -> tuple[dict, 
 
 
 def main(args: list[str]) -> None:
-    source, args = from_args(args)
-    trace, budgets = loaded(source)
-    for arg in args:
-        spec = run_spec(arg)
-        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
-        waits, counted = requeue_waits_by_cause(first_jobs(trace, spec), budgets, config)
+    for arg, trace, budgets, config in each_run(args):
+        waits, counted = requeue_waits_by_cause(trace, budgets, config)
         total = sum(len(w) for w in waits.values())
         print(
             f"{arg}: {total:,} waits after a preemption in the submit window ({counted:,} in metrics.json)"

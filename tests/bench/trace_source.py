@@ -5,9 +5,10 @@ team's GPU-hours (``manage.py trace_variant`` writes one); and the one reading o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
-from scheduler.simulator import load_budgets, load_trace
+from scheduler.simulator import ReplayConfig, load_budgets, load_trace
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.traces import Trace
 from scheduler.traces import PHILLY_BUDGETS, PHILLY_JOBS
@@ -46,6 +47,10 @@ class RunSpec(NamedTuple):
     gpus: int
     first: int | None  # only the trace's first N jobs; None: all of it
 
+    def config(self) -> ReplayConfig:
+        """The replay's configuration: this policy on this many GPUs, no per-run records."""
+        return ReplayConfig(gpus=self.gpus, policy=self.policy, record_runs=False)
+
 
 def run_spec(arg: str) -> RunSpec:
     """Read ``policy:gpus[:first N jobs]``; anything else stops the tool naming the argument."""
@@ -58,3 +63,14 @@ def run_spec(arg: str) -> RunSpec:
 def first_jobs(trace: Trace, spec: RunSpec) -> Trace:
     """The part of ``trace`` ``spec`` replays."""
     return trace if spec.first is None else trace.head(spec.first)
+
+
+def each_run(argv: list[str]) -> Iterator[tuple[str, Trace, Budget, ReplayConfig]]:
+    """For a tool's command line (``--trace PATH`` first, else Philly, then
+    ``policy:gpus[:first N jobs]`` arguments): each argument, the part of the trace it
+    replays, the budgets, and its replay configuration. The trace is read once."""
+    source, args = from_args(argv)
+    trace, budgets = loaded(source)
+    for arg in args:
+        spec = run_spec(arg)
+        yield arg, first_jobs(trace, spec), budgets, spec.config()

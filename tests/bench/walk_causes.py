@@ -145,7 +145,7 @@ def main(args: list[str]) -> None:
         spec = run_spec(arg)
         run_trace = first_jobs(trace, spec)
         budgets = load_budgets(source.budgets, run_trace.jobs)
-        config = ReplayConfig(gpus=spec.gpus, policy=spec.policy, record_runs=False)
+        config = spec.config()
         cycles, walks = count_walks(run_trace, budgets, config)
         total = sum(walks.values())
         idle = sum(n for (_, decided), n in walks.items() if not decided)
