@@ -12,6 +12,7 @@ from scheduler.simulator.timeline import (
     timeline_cell_seconds,
     timeline_figure,
 )
+from tests.page_assets import off_site_assets
 from tests.simulator.fakes import scripted
 from tests.simulator.scenarios import T0, trace, two_teams
 
@@ -142,6 +143,6 @@ def test_the_page_loads_plotly_from_a_file_beside_it_never_a_cdn(tmp_path):
     page = write_timeline(tmp_path / "timeline.html", [(result, compute_metrics(result))])
     text = page.read_text()
     assert f"<script src='{PLOTLY_JS}'></script>" in text
-    assert "cdn" not in text.lower()
+    assert off_site_assets(text) == []
     assert (tmp_path / PLOTLY_JS).stat().st_size > 1_000_000
     assert "The timeline shows only" in text
