@@ -67,6 +67,21 @@ def hold_ready(walk: Walk, nodes: list[int]) -> float:
     return ready
 
 
+def may_borrow_later_held(walk: Walk, job: Job) -> bool:
+    """Could ``job`` borrow a held node now where it could not before, with nothing logged
+    since (``Walk._try``'s memo of a failed search)? Only longer work can: it may borrow a
+    gang's node when its protection ends no later than the gang's ``hold_ready``, and a
+    hold's ``hold_ready`` grows without an entry in the opportunity log when work starts
+    on the node before the gang holds it again in a later walk. Short work borrows free
+    GPUs of held nodes whatever the holder waits for, and those only grow with an entry."""
+    if not walk.reserved or not loanable(walk, job):
+        return False
+    protection = walk.s.protection(job)
+    if protection <= walk.params.debug_min_runtime:
+        return False
+    return walk.now + protection <= walk.hold_ready_latest
+
+
 def borrow(walk: Walk, job: Job) -> bool:
     """Start ``job`` on the fullest node held for a pending workload that has room for it,
     when its run's protection ends within what that hold allows (the module's docstring)."""

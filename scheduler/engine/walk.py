@@ -208,8 +208,9 @@ class Walk:
         A failure is remembered on the job (position in the opportunity log, policy
         signature, time) unless a reserved node could have served it. While no node's free
         GPUs or preemptible work grew since, the signature holds and ``preemption_recheck``
-        has not passed, the next attempt costs a few comparisons; when some nodes changed,
-        only those are searched for victims.
+        has not passed, the next attempt costs a few comparisons (unless longer work may now
+        borrow a gang's held node, ``holds.may_borrow_later_held``); when some nodes
+        changed, only those are searched for victims.
         """
         view, s = self.view, self.s
         blocked = view.cap_block(job)
@@ -227,7 +228,12 @@ class Walk:
         if (memo_ok or grown is not None) and job.fail_held:
             reserved_now = self.reserved
             released = [idx for idx in job.fail_held if idx not in reserved_now]
-        if memo_ok and job.fail_pos == log_len and not released:
+        if (
+            memo_ok
+            and job.fail_pos == log_len
+            and not released
+            and not (lane == 0 and holds.may_borrow_later_held(self, job))
+        ):
             # Explaining or not, the same search is skipped (the live loop, which explains,
             # decides what the simulator does); the reason is the one a failed search gives.
             self._note(job, None)

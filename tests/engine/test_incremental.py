@@ -115,9 +115,11 @@ def trace_of(trace_jobs: list[TraceJob]) -> Trace:
     return Trace(trace_jobs, "canonical", projects=sorted({j.project for j in trace_jobs}))
 
 
-def _orders(
+def recorded_orders(
     trace: Trace, tree: Budget, gpus: int, policy: str, incremental: bool, explain: bool = False
 ) -> list:
+    """Replay ``trace``; every cycle that ordered something, as (time, starts, preemptions)
+    (``cycle_orders``), on the incremental path or the full recomputation."""
     log: list = []
     config = ReplayConfig(gpus=gpus, policy=policy, record_runs=False)
     replay(trace, tree, config, scheduler_factory=_recorded(incremental, log, explain))
@@ -130,8 +132,8 @@ def test_incremental_orders_equal_a_full_recomputation(trace_jobs, tree, nodes, 
     trace = trace_of(trace_jobs)
     gpus = nodes * GPUS_PER_NODE
 
-    reference = _orders(trace, tree, gpus, policy, incremental=False)
-    incremental = _orders(trace, tree, gpus, policy, incremental=True)
+    reference = recorded_orders(trace, tree, gpus, policy, incremental=False)
+    incremental = recorded_orders(trace, tree, gpus, policy, incremental=True)
 
     assert incremental == reference
 
@@ -144,8 +146,8 @@ def test_explaining_every_cycle_changes_no_order(trace_jobs, tree, nodes, policy
     trace = trace_of(trace_jobs)
     gpus = nodes * GPUS_PER_NODE
 
-    quiet = _orders(trace, tree, gpus, policy, incremental=True)
-    explained = _orders(trace, tree, gpus, policy, incremental=True, explain=True)
+    quiet = recorded_orders(trace, tree, gpus, policy, incremental=True)
+    explained = recorded_orders(trace, tree, gpus, policy, incremental=True, explain=True)
 
     assert explained == quiet
 
@@ -162,8 +164,8 @@ def test_a_gang_held_past_its_bound_gets_the_same_nodes_either_way():
     trace = Trace([*burst, gang], "canonical", projects=["p0", "p1"])
     tree = Budget("org", 100.0, [Budget("p0", 50.0), Budget("p1", 50.0)])
 
-    reference = _orders(trace, tree, 32, "fairshare", incremental=False)
-    incremental = _orders(trace, tree, 32, "fairshare", incremental=True)
+    reference = recorded_orders(trace, tree, 32, "fairshare", incremental=False)
+    incremental = recorded_orders(trace, tree, 32, "fairshare", incremental=True)
 
     assert incremental == reference
     gang_start = [c for c in reference if any(s[0] == "gang" for s in c[1])]
@@ -184,12 +186,14 @@ def test_a_slice_of_the_philly_trace_takes_the_same_decisions_either_way():
     trace = load_trace(PHILLY_JOBS, "philly").head(6000)
     tree = load_budgets(PHILLY_BUDGETS, trace.jobs)
 
-    reference = _orders(trace, tree, 128, "fairshare", incremental=False)
-    incremental = _orders(trace, tree, 128, "fairshare", incremental=True)
+    reference = recorded_orders(trace, tree, 128, "fairshare", incremental=False)
+    incremental = recorded_orders(trace, tree, 128, "fairshare", incremental=True)
 
     assert sum(len(preempted) for _, _, preempted in reference) > 0
     assert incremental == reference
-    assert _orders(trace, tree, 128, "fairshare", incremental=True, explain=True) == reference
+    assert (
+        recorded_orders(trace, tree, 128, "fairshare", incremental=True, explain=True) == reference
+    )
 
 
 def test_what_the_engine_keeps_between_cycles_lets_finished_work_go():

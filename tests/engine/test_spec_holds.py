@@ -11,7 +11,7 @@ Each case below is worked by hand: the numbers in the comments are the whole arg
 
 from __future__ import annotations
 
-from scheduler.engine import Scheduler
+from scheduler.engine import PolicyParams, Scheduler, make_policy
 from tests.engine.conftest import (
     HOUR,
     MINUTE,
@@ -300,3 +300,39 @@ def test_work_that_outlasts_what_a_gang_waits_for_does_not_borrow():
     result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER)
     assert result.starts == []
     assert "long" in sched.pending_ids()
+
+
+def test_a_start_on_a_gangs_node_lets_longer_work_borrow_it_within_the_failed_search_memo():
+    """Three 8-GPU nodes, halves (12 GPUs each), no cap on held nodes. beta's fillers take 2
+    GPUs of n0, 2 of n1 and all of n2, protected for 7 h (until T0 + 7 h): beta runs its
+    12, nothing of it may be reclaimed. alpha's 2-node gang holds n0 and n1 from +31 min,
+    needed no earlier than T0 + 7 h. beta's 7.5 h run submitted then would be protected
+    until T0 + 8 h 1 min: past that, it may not borrow, and its failed search is remembered.
+
+    At +33 min, with nothing freed since, alpha's 2-GPU run of priority 1 (8 h) goes before
+    the gang in alpha's turn and starts on n0 (6 free, the fullest with room; the hold is
+    made afresh after it). The gang holds n0 and n1 again, now needed no earlier than that
+    run's protection, +33 min + 8 h. beta's run would end its protection at +33 min + 7.5 h,
+    before that: it borrows. The memo of its failed search must not hide that (it did: a
+    hold's readiness grows with a start on its node, which frees nothing)."""
+    seven = 7 * HOUR
+    for incremental in (True, False):
+        sched = Scheduler(
+            build_nodes(3),
+            halves(),
+            policy=make_policy("fairshare"),
+            params=PolicyParams(max_reserved_fraction=1.0),
+            incremental=incremental,
+        )
+        run(sched, "f0", "beta", {"n0": 2}, min_runtime=seven)
+        run(sched, "f1", "beta", {"n1": 2}, min_runtime=seven)
+        run(sched, "f2", "beta", {"n2": 8}, min_runtime=seven)
+        sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=T0))
+        assert sched.cycle(T0, BETA_OVER).starts == []
+        sched.submit(build_workload("train", "beta", 4, submit=T0, min_runtime=7.5 * HOUR))
+        assert sched.cycle(T0 + 31 * MINUTE, BETA_OVER).starts == []
+        sched.submit(build_workload("first", "alpha", 2, submit=T0, min_runtime=LONG, priority=1))
+        result = sched.cycle(T0 + 33 * MINUTE, BETA_OVER)
+        assert placement_of(result, "first") == {"n0": 2}
+        assert placement_of(result, "train") == {"n0": 4}
+        assert sched.running["train"].loan_for == "gang"
