@@ -40,6 +40,7 @@ class _Watched:
         self.counts: Counter[tuple[bool, str]] = Counter()
         self.idle_let_go: Counter[bool] = Counter()  # gang? -> free GPUs on nodes let go
         self._seen_reserved: dict[int, str] | None = None
+        self.result = None  # the replay, once it has ended (``watch_holds``)
 
     def __getattr__(self, name):
         return getattr(self._sched, name)
@@ -84,15 +85,16 @@ class _Watched:
 
 def watch_holds(trace: Trace, budgets: Budget | None, config: ReplayConfig) -> _Watched:
     """Replay ``trace``; its scheduler's hold counts (``_Watched.counts``, ``idle_let_go``,
-    ``holders``) as the module's docstring describes them."""
+    ``holders``) as the module's docstring describes them, and the replay (``result``)."""
     watched: list[_Watched] = []
 
     def factory(*args):
         watched.append(_Watched(_engine_scheduler(*args)))
         return watched[-1]
 
-    replay(trace, budgets, config, scheduler_factory=factory)
+    result = replay(trace, budgets, config, scheduler_factory=factory)
     (probe,) = watched
+    probe.result = result
     return probe
 
 
