@@ -9,7 +9,8 @@ canonical trace, budgets proportional). Variants:
 - ``kept``: a hold persists: a holder keeps every node it held in its last walk while the
   node stays healthy, unheld by work earlier in the walk and large enough for it, and only
   the nodes it lost are chosen afresh (in the product's order);
-- ``kept-gangs``: as ``kept`` for gangs only; single-node holds are chosen afresh.
+- ``kept-gangs``: as ``kept`` for gangs only; single-node holds are chosen afresh;
+- ``kept-single``: as ``kept`` for single-node holds only; gangs' holds are chosen afresh.
 
 Printed per argument, over the submit window: hourly delivery, the worst team's delivery and
 hourly delivery, occupancy at over-demand, first-start waits (p50 / p90) of gangs and of
@@ -34,7 +35,7 @@ from scheduler.simulator import ReplayConfig, compute_metrics, replay
 from tests.bench.trace_source import from_args, loaded
 
 _PRODUCT = {"hold_gang": holds.hold_gang, "hold_single": holds.hold_single}
-VARIANTS = ("fresh", "kept", "kept-gangs")
+VARIANTS = ("fresh", "kept", "kept-gangs", "kept-single")
 
 
 def _install(variant: str) -> None:
@@ -73,8 +74,9 @@ def _install(variant: str) -> None:
             last[job.id] = [rec.idx]
         return rec
 
-    holds.hold_gang = hold_gang
-    if variant == "kept":
+    if variant != "kept-single":
+        holds.hold_gang = hold_gang
+    if variant != "kept-gangs":
         holds.hold_single = hold_single
 
 
