@@ -12,20 +12,23 @@ letting go of ``n000``'s 4 free GPUs. At 00:50:01 ``y`` ends and ``s`` starts on
 
 from tests.plain_python import plain_python_json
 
-_SCRIPT = """
-import json
-from scheduler.simulator import ReplayConfig
-from tests.bench.hold_moves import watch_holds
-from tests.simulator.scenarios import trace, two_teams
-
-rows = (
+# The scenario's trace rows (the module's docstring), also replayed by test_hold_persistence.
+ROWS = (
     "x,0,1000,4,A,9000,",
     "y,1,3000,4,A,9000,",
     "z,2,2000,6,A,9000,",
     "w,3,9000,2,A,9000,",
     "s,10,600,8,A,9000,",
 )
-probe = watch_holds(trace(*rows), two_teams(100, 0), ReplayConfig(gpus=16, policy="fairshare"))
+
+_SCRIPT = """
+import json
+from scheduler.simulator import ReplayConfig
+from tests.bench.hold_moves import watch_holds
+from tests.simulator.scenarios import trace, two_teams
+from tests.simulator.test_hold_moves import ROWS
+
+probe = watch_holds(trace(*ROWS), two_teams(100, 0), ReplayConfig(gpus=16, policy="fairshare"))
 counts = {f"{'gang' if gang else 'single'} {what}": n for (gang, what), n in probe.counts.items()}
 print(json.dumps({
     "counts": counts,

@@ -17,17 +17,11 @@ from scheduler.simulator import ReplayConfig
 from tests.bench import hold_persistence
 from tests.bench.hold_moves import watch_holds
 from tests.simulator.scenarios import trace, two_teams
+from tests.simulator.test_hold_moves import ROWS
 
-rows = (
-    "x,0,1000,4,A,9000,",
-    "y,1,3000,4,A,9000,",
-    "z,2,2000,6,A,9000,",
-    "w,3,9000,2,A,9000,",
-    "s,10,600,8,A,9000,",
-)
 hold_persistence._install("{variant}")
 config = ReplayConfig(gpus=16, policy="fairshare", incremental=False)
-probe = watch_holds(trace(*rows), two_teams(100, 0), config)
+probe = watch_holds(trace(*ROWS), two_teams(100, 0), config)
 jobs = probe.result.jobs
 s = next(j for j in jobs if j.id == "s")
 print(json.dumps({{
