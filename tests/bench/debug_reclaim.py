@@ -2,8 +2,8 @@
 ``fairshare`` measured and not kept (``docs/simulation.md``, "Why the miss").
 
 Run: ``.venv/bin/python -m tests.bench.debug_reclaim none:512 any:512 ranked:512
-allowance:512`` — each argument is ``variant:gpus`` on the Philly trace (``--trace PATH``
-first: a canonical trace, budgets proportional). Variants, each on top of ``fairshare``'s own
+allowance:512`` — each argument is ``variant:gpus[:first N jobs]`` on the Philly trace
+(``--trace PATH`` first: a canonical trace, budgets proportional). Variants, each on top of ``fairshare``'s own
 reclaim (a team below its entitlement):
 - ``none``: ``fairshare`` as it is;
 - ``allowance``: a debug-class workload may also reclaim while its project's debug-class GPUs
@@ -28,8 +28,8 @@ import sys
 os.environ["ENGINE_NATIVE"] = "0"  # the variants replace methods of the view's class
 
 from scheduler.engine import policy_fairshare
-from scheduler.simulator import ReplayConfig, compute_metrics, replay
-from tests.bench.trace_source import from_args, loaded
+from scheduler.simulator import compute_metrics, replay
+from tests.bench.trace_source import each_variant_run
 
 _View = policy_fairshare._FairShareView
 _PRODUCT = {
@@ -78,16 +78,8 @@ def _install(variant: str) -> None:
 
 
 def main(args: list[str]) -> None:
-    source, args = from_args(args)
-    trace, budgets = loaded(source)
-    for arg in args:
-        variant, gpus = arg.split(":")
-        if variant not in VARIANTS:
-            raise SystemExit(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}")
+    for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
         _install(variant)
-        config = ReplayConfig(
-            gpus=int(gpus), policy="fairshare", record_runs=False, incremental=False
-        )
         metrics = compute_metrics(replay(trace, budgets, config))
         window = metrics["submit_window"]
         waits = window["queue_wait_seconds"]

@@ -39,7 +39,7 @@ BURST_SECONDS = 600.0
 LONG_WAIT = 600.0
 
 
-def _quantile(values: list[float], q: float) -> float:
+def nearest_rank(values: list[float], q: float) -> float:
     """The ``q`` quantile of ``values`` (nearest rank); 0 for no values."""
     if not values:
         return 0.0
@@ -117,8 +117,8 @@ def _on_own_entitlement(
             waits = _queue_waits(jobs, capacity, shortest_first)
             choices.append([min(waits[j.id], end - j.submit) for j in in_window])
         # The better order for this team's p90 (a per-team choice only lowers the bound).
-        best.extend(min(choices, key=lambda w: _quantile(w, 0.9)))
-    return _quantile(best, 0.9), unowed
+        best.extend(min(choices, key=lambda w: nearest_rank(w, 0.9)))
+    return nearest_rank(best, 0.9), unowed
 
 
 def _queue_waits_on(jobs, steps: list[tuple[float, int]], shortest_first: bool) -> dict[str, float]:
@@ -229,8 +229,8 @@ def _on_spare_capacity(
         for shortest_first in (False, True):
             waits = _queue_waits_on(jobs, others[project], shortest_first)
             choices.append([waits.get(j.id, result.end_time - j.submit) for j in in_window])
-        best.extend(min(choices, key=lambda w: _quantile(w, 0.9)))
-    return _quantile(best, 0.9)
+        best.extend(min(choices, key=lambda w: nearest_rank(w, 0.9)))
+    return nearest_rank(best, 0.9)
 
 
 def _minutes(seconds: float) -> str:
@@ -266,10 +266,10 @@ def main(args: list[str]) -> None:
         long = sum(1 for j in window if j.wait > LONG_WAIT)
         print(
             f"{arg}: {long / len(window):.0%} of {len(window):,} wait > 10 min; "
-            f"in a burst ({len(waits_burst):,}): p50 {_minutes(_quantile(waits_burst, 0.5))}, "
-            f"p90 {_minutes(_quantile(waits_burst, 0.9))}; "
-            f"alone ({len(waits_alone):,}): p50 {_minutes(_quantile(waits_alone, 0.5))}, "
-            f"p90 {_minutes(_quantile(waits_alone, 0.9))}"
+            f"in a burst ({len(waits_burst):,}): p50 {_minutes(nearest_rank(waits_burst, 0.5))}, "
+            f"p90 {_minutes(nearest_rank(waits_burst, 0.9))}; "
+            f"alone ({len(waits_alone):,}): p50 {_minutes(nearest_rank(waits_alone, 0.5))}, "
+            f"p90 {_minutes(nearest_rank(waits_alone, 0.9))}"
         )
         window_ids = {j.id for j in window}
         bound, unowed = _on_own_entitlement(debug, window_ids, budgets, spec.gpus)

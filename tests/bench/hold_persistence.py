@@ -2,8 +2,8 @@
 engine measured and not kept (``docs/simulation.md``, "What changed in `fairshare`").
 
 Run: ``.venv/bin/python -m tests.bench.hold_persistence fresh:512 kept:512`` — each argument
-is ``variant:gpus`` on the Philly trace, with ``fairshare`` (``--trace PATH`` first: a
-canonical trace, budgets proportional). Variants:
+is ``variant:gpus[:first N jobs]`` on the Philly trace, with ``fairshare`` (``--trace PATH``
+first: a canonical trace, budgets proportional). Variants:
 - ``fresh``: the product, where a blocked workload's hold is chosen again in every walk
   (emptiest nodes first, then those whose work becomes preemptible soonest);
 - ``kept``: a hold persists: a holder keeps every node it held in its last walk while the
@@ -31,8 +31,9 @@ os.environ["ENGINE_NATIVE"] = "0"  # the variants replace functions of the holds
 
 from scheduler.engine import holds
 from scheduler.engine.model import NodeState
-from scheduler.simulator import ReplayConfig, compute_metrics, replay
-from tests.bench.trace_source import from_args, loaded
+from scheduler.simulator import compute_metrics, replay
+from tests.bench.debug_waits import nearest_rank
+from tests.bench.trace_source import each_variant_run
 
 _PRODUCT = {"hold_gang": holds.hold_gang, "hold_single": holds.hold_single}
 VARIANTS = ("fresh", "kept", "kept-gangs", "kept-single")
@@ -80,14 +81,6 @@ def _install(variant: str) -> None:
         holds.hold_single = hold_single
 
 
-def _quantiles(values: list[float]) -> tuple[float, float]:
-    """p50 and p90 (nearest rank) of ``values``; zeros for none."""
-    if not values:
-        return 0.0, 0.0
-    ordered = sorted(values)
-    return tuple(ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9))
-
-
 def _holder_waits(result) -> dict[str, tuple[float, float]]:
     """First-start waits (p50, p90) of the jobs submitted in the submit window that a hold
     serves: gangs, and single-node jobs of a whole node (never-started ones counted to the
@@ -102,20 +95,12 @@ def _holder_waits(result) -> dict[str, tuple[float, float]]:
             continue
         start = result.end_time if rec.first_start is None else rec.first_start
         waits[kind].append(start - rec.submit)
-    return {kind: _quantiles(values) for kind, values in waits.items()}
+    return {kind: (nearest_rank(w, 0.5), nearest_rank(w, 0.9)) for kind, w in waits.items()}
 
 
 def main(args: list[str]) -> None:
-    source, args = from_args(args)
-    trace, budgets = loaded(source)
-    for arg in args:
-        variant, _, gpus = arg.partition(":")
-        if variant not in VARIANTS or not gpus.isdecimal():
-            raise SystemExit(f"{arg!r}: expected variant:gpus, variant one of {VARIANTS}")
+    for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
         _install(variant)
-        config = ReplayConfig(
-            gpus=int(gpus), policy="fairshare", record_runs=False, incremental=False
-        )
         result = replay(trace, budgets, config)
         metrics = compute_metrics(result)
         window = metrics["submit_window"]

@@ -74,3 +74,25 @@ def each_run(argv: list[str]) -> Iterator[tuple[str, Trace, Budget, ReplayConfig
     for arg in args:
         spec = run_spec(arg)
         yield arg, first_jobs(trace, spec), budgets, spec.config()
+
+
+def each_variant_run(
+    argv: list[str], variants: tuple[str, ...]
+) -> Iterator[tuple[str, str, Trace, Budget, ReplayConfig]]:
+    """As ``each_run``, for the tools that replay variants of ``fairshare``: each argument is
+    ``variant:gpus[:first N jobs]`` with a variant of ``variants`` (anything else stops the
+    tool naming the argument); the replay is ``fairshare`` on the reference path
+    (``incremental=False``: the incremental engine's memos follow the product's rules, not a
+    variant's). Yields the argument, its variant, the trace part, budgets and configuration."""
+    source, args = from_args(argv)
+    trace, budgets = loaded(source)
+    for arg in args:
+        spec = run_spec(arg)
+        if spec.policy not in variants:
+            raise SystemExit(
+                f"{arg!r}: unknown variant {spec.policy!r}: one of {', '.join(variants)}"
+            )
+        config = ReplayConfig(
+            gpus=spec.gpus, policy="fairshare", record_runs=False, incremental=False
+        )
+        yield arg, spec.policy, first_jobs(trace, spec), budgets, config
