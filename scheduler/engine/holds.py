@@ -244,13 +244,16 @@ def move_for(walk: Walk, job: Job) -> bool:
     if best is None:
         return False
     key, rec, victim = best
+    # The wait began when the workload first came to the head blocked (``waited_bound`` set
+    # it); 0.0 is a real instant, the start of a replay, not "never".
+    since = job.head_since if job.head_since is not None else now
     walk_victims.evict_and_start(
         walk,
         job,
         VictimChoice([rec], [victim], key[1]),
         why=(
             f"moved to empty {rec.name} for {job.id}, which waited "
-            f"{words.duration(now - (job.head_since or now))} blocked; it fits in free GPUs "
+            f"{words.duration(now - since)} blocked; it fits in free GPUs "
             "of another node and is requeued to restart there"
         ),
     )

@@ -206,6 +206,24 @@ def test_a_blocked_single_node_job_gets_a_node_emptied_by_one_move_after_the_hol
     assert placement_of(result, "small") == {"n1": 1}
 
 
+def test_a_move_at_the_start_of_a_replay_says_how_long_the_job_waited():
+    """The same world with every clock at 0 (a replay starts there): big comes to the head
+    blocked at 0 s and is moved for at 31 min. Its wait began at 0.0, which is an instant
+    like any other (the reason once said "waited 0 s", reading 0.0 as "never")."""
+    sched = build_scheduler(
+        build_nodes(3), budget("root", 100, leaf("alpha", 30), leaf("beta", 70))
+    )
+    run(sched, "small", "beta", {"n0": 1}, start=0.0, min_runtime=10 * MINUTE)
+    run(sched, "filler", "beta", {"n1": 6}, start=0.0)
+    run(sched, "full", "beta", {"n2": 8}, start=0.0)
+    sched.submit(build_workload("big", "alpha", 8, submit=0.0))
+    for minutes in (0, 10, 20):
+        assert sched.cycle(minutes * MINUTE, ALPHA_OVER).preemptions == []
+    result = sched.cycle(31 * MINUTE, ALPHA_OVER)
+    assert preempted_ids(result) == ["small"]
+    assert "moved to empty n0 for big, which waited 31 min blocked" in result.preemptions[0].reason
+
+
 def test_no_move_when_the_moved_work_would_have_nowhere_to_go():
     # n1 is full too: moving small would only swap one waiting job for another.
     sched = crowded(filler_gpus=8)
