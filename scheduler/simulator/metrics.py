@@ -117,6 +117,8 @@ class _JobFigures:
     debug_waits: list[float] = field(default_factory=list)
     other_waits: list[float] = field(default_factory=list)
     requeue_waits: list[float] = field(default_factory=list)
+    gang_waits: list[float] = field(default_factory=list)
+    whole_node_waits: list[float] = field(default_factory=list)
 
 
 class _Oversubscribed(NamedTuple):
@@ -190,6 +192,7 @@ def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _J
     """Jobs, waits and idle GPU time of the jobs submitted by ``period_end``; with
     ``censor``, waits still open at the period's end count up to it."""
     projects = result.ledger.projects
+    per_node = result.config.gpus_per_node
     figures = _JobFigures(
         jobs_by_project=dict.fromkeys(projects, 0),
         waits_by_project={p: [] for p in projects},
@@ -213,6 +216,12 @@ def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _J
         figures.waits_by_project[rec.project].append(wait)
         figures.all_waits.append(wait)
         (figures.debug_waits if rec.debug else figures.other_waits).append(wait)
+        # The work holds are for, which packing alone can starve: gangs, and single-node
+        # workloads that need a whole node (the first waits of both, also in ``all``).
+        if rec.nodes > 1:
+            figures.gang_waits.append(wait)
+        elif rec.gpus >= per_node:
+            figures.whole_node_waits.append(wait)
         for requeued, restarted in rec.requeues:
             if requeued > period_end:
                 break
@@ -327,6 +336,8 @@ def _period_figures(result: ReplayResult, period_end: float, *, censor: bool) ->
             "other": wait_summary(jobs.other_waits),
             "requeue": wait_summary(jobs.requeue_waits),
             "every": wait_summary(jobs.all_waits + jobs.requeue_waits),
+            "gang": wait_summary(jobs.gang_waits),
+            "whole_node": wait_summary(jobs.whole_node_waits),
         },
         "teams": teams,
     }

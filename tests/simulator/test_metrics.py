@@ -69,7 +69,7 @@ def test_metrics_have_every_required_key(metrics):
     )
     for t in metrics["teams"]:
         assert set(t) >= TEAM_KEYS
-    for group in ("all", "debug", "other"):
+    for group in ("all", "debug", "other", "requeue", "every", "gang", "whole_node"):
         assert {"p50", "p90", "mean"} <= set(metrics["queue_wait_seconds"][group])
 
 
@@ -124,6 +124,23 @@ def test_hourly_delivery_is_stricter_than_delivery_when_a_team_catches_up():
     assert (b["owed_gpu_hours"], b["charged_gpu_hours"], b["burst_gpu_hours"]) == (12, 8, 4)
     assert b["delivery_ratio"] == pytest.approx(8 / 12, abs=1e-4)
     assert b["hourly_delivery_ratio"] == pytest.approx(4 / 12, abs=1e-4)
+
+
+def test_gangs_and_whole_node_work_have_their_own_first_waits():
+    # Two nodes of 8 GPUs, fifo. At 00:00 B's b1 takes a whole node for 1 h and A's 2-GPU
+    # a1 runs 2 h on the other. A's gang g1 (16 GPUs: both nodes, submitted at 00:00:01)
+    # starts when a1 ends, at 02:00, and runs until 03:00. B's whole-node b2, submitted at
+    # 02:30, starts then.
+    t = trace(
+        "b1,0,3600,8,B,,", "a1,0,7200,2,A,,", "g1,1,3600,16,A,,", "b2,9000,3600,8,B,,"
+    )  # fmt: skip
+    m = compute_metrics(replay(t, two_teams(), ReplayConfig(gpus=16, policy="fifo")))
+    waits = m["queue_wait_seconds"]
+    assert (waits["gang"]["count"], waits["gang"]["p50"]) == (1, 7200 - 1)
+    # b1 waited 0 s and b2 30 min; a1 (2 GPUs) is neither.
+    assert (waits["whole_node"]["count"], waits["whole_node"]["mean"]) == (2, 900)
+    assert waits["whole_node"]["p90"] == pytest.approx(0.9 * 1800)
+    assert waits["all"]["count"] == 4  # both classes are also among every first wait
 
 
 def test_unbudgeted_projects_are_listed_but_not_judged():
