@@ -288,14 +288,9 @@ def _running(personas, project, gpus: int, *, free: bool = False, stopping: bool
     )  # fmt: skip
 
 
-def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage):
-    """100 healthy GPUs (a drained node's do not count): entitlements Detection 30,
-    Segmentation 18, Translation 28, Summaries 12 (effective shares 30/18/28/12 %).
-    Running charged now: Segmentation 18 (at its entitlement; its free-lane run does not
-    count), Detection 40 (above), Translation 10 (below), Summaries 0 (below; its stopping
-    run does not count). The next cycle offers free GPUs to Summaries (0 of its 12) and
-    Translation (10 of its 28) first, the one holding the smaller part of its entitlement
-    first, then to everyone in ranking order: Segmentation, Detection."""
+def _two_below_their_entitlement(personas) -> None:
+    """The world of the test below: 100 healthy GPUs, Translation and Summaries below
+    their entitlements."""
     from scheduler.choices import NodeState
     from scheduler.models import Node
 
@@ -308,6 +303,16 @@ def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage
     _running(personas, personas.project_b1, 10)
     _running(personas, personas.project_b2, 20, stopping=True)
 
+
+def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage):
+    """100 healthy GPUs (a drained node's do not count): entitlements Detection 30,
+    Segmentation 18, Translation 28, Summaries 12 (effective shares 30/18/28/12 %).
+    Running charged now: Segmentation 18 (at its entitlement; its free-lane run does not
+    count), Detection 40 (above), Translation 10 (below), Summaries 0 (below; its stopping
+    run does not count). The next cycle offers free GPUs to Summaries (0 of its 12) and
+    Translation (10 of its 28) first, the one holding the smaller part of its entitlement
+    first, then to everyone in ranking order: Segmentation, Detection."""
+    _two_below_their_entitlement(personas)
     view = fairshare_ranking(
         visibility=user_visibility(user=personas.org_admin),
         cluster=personas.cluster,
@@ -333,3 +338,22 @@ def test_projects_below_their_entitlement_are_offered_gpus_first(personas, usage
     assert [n for n in rows if rows[n].below_entitlement] == ["Translation", "Summaries"]
     # The ranking itself is unchanged: Segmentation still ranks first inside Vision.
     assert rows["Segmentation"].sibling_rank == 1
+
+
+def test_the_order_says_a_project_below_its_entitlement_is_served_with_the_others_below(
+    client, personas, usage
+):
+    """The page's "Project order now": Translation (10 of its 28 GPUs) is second, after
+    Summaries (0 of 12), so it is not "served first" (as the line once said) but with the
+    projects below their entitlement, ahead of the ranking."""
+    from django.urls import reverse
+
+    _two_below_their_entitlement(personas)
+    client.force_login(personas.org_admin)
+    html = client.get(reverse("dashboards:fairshare")).content.decode()
+    line = (
+        'Translation</span> <span class="muted small">below its entitlement (10 of 28 GPUs): '
+        "served with the projects below theirs, ahead of the ranking; then Language"
+    )
+    assert line in html
+    assert "served first" not in html
