@@ -99,17 +99,23 @@ class _FairShareView(PolicyView):
         tree, ranking = self.tree, self.ranking
         if not tree.is_budgeted(project):
             return "project has no budget share (runs after every budgeted project)"
-        share = tree.effective_share[project]
-        used = ranking.project_usage.get(project, 0.0)
-        total = ranking.total_usage
-        state = "over budget" if total > 0 and used / total > share else "under budget"
         leaf = tree.leaf_of[project]
         parent_index = tree.nodes[leaf].parent
         parent = tree.nodes[parent_index]
         siblings = len(parent.children)
         word = _LEVEL_WORDS[min(parent.depth, len(_LEVEL_WORDS) - 1)]
-        position = ranking.sibling_rank[leaf] + 1
-        return f"project {state} (rank {position} of {siblings} in {word} {parent.name})"
+        rank = f"rank {ranking.sibling_rank[leaf] + 1} of {siblings} in {word} {parent.name}"
+        # What the project holds now comes first: a project below its entitlement is served
+        # before the ranking whatever its window says (it once read "over budget" while the
+        # fair-share page said "below its entitlement", both true, one of them the rule).
+        share = tree.effective_share[project]
+        used = ranking.project_usage.get(project, 0.0)
+        total = ranking.total_usage
+        above = total > 0 and used / total > share
+        window = f"used {'more than' if above else 'no more than'} its share over the window"
+        if self.is_guaranteed(project):
+            return f"project below its entitlement, so served before the ranking; {window} ({rank})"
+        return f"project {window} ({rank})"
 
     def is_guaranteed(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0)

@@ -294,8 +294,14 @@ def test_every_pending_workload_gets_a_reason_and_the_order_is_fair_share_order(
     result = sched.cycle(60.0, {"a": 10.0, "b": 1e6}, explain=True)
     assert result.order == ["a-1", "a-2", "b-late", "nobody", "free"]
     assert set(result.reasons) == set(result.order)
-    assert result.reasons["a-1"].startswith("project under budget (rank 1 of 2 in organization")
-    assert "over budget" in result.reasons["b-late"]
+    # a runs nothing of its 4 GPUs, b runs 8 and used nearly all of the window.
+    assert result.reasons["a-1"].startswith(
+        "project below its entitlement, so served before the ranking; used no more than its "
+        "share over the window (rank 1 of 2 in organization"
+    )
+    assert result.reasons["b-late"].startswith(
+        "project used more than its share over the window (rank 2 of 2 in organization"
+    )
     assert "no budget share" in result.reasons["nobody"]
     assert "free lane" in result.reasons["free"]
 
