@@ -114,7 +114,10 @@ class _FairShareView(PolicyView):
         above = total > 0 and used / total > share
         window = f"used {'more than' if above else 'no more than'} its share over the window"
         if self.is_guaranteed(project):
-            return f"project below its entitlement, so served before the ranking; {window} ({rank})"
+            return (
+                "project below its entitlement, so its charged work goes before the ranking; "
+                f"{window} ({rank})"
+            )
         return f"project {window} ({rank})"
 
     def is_guaranteed(self, group: str) -> bool:

@@ -93,8 +93,8 @@ def test_a_team_below_its_entitlement_but_over_its_share_of_the_window_is_told_b
     assert "a-debug" in [s.workload_id for s in result.starts]
     for wid in ("a-big", "a-gang"):
         assert result.reasons[wid].startswith(
-            "project below its entitlement, so served before the ranking; used more than its "
-            "share over the window (rank 2 of 2 in organization root)"
+            "project below its entitlement, so its charged work goes before the "
+            "ranking; used more than its share over the window (rank 2 of 2 in organization root)"
         ), wid
 
 
@@ -104,8 +104,8 @@ def test_a_team_above_its_entitlement_and_within_its_share_of_the_window_is_told
     result = sched.cycle(NOW, USAGE, explain=True)
     # beta runs 12 GPUs (its entitlement: 12.8) and used 10 % of the window for its 80 %.
     assert result.reasons["b-big"].startswith(
-        "project below its entitlement, so served before the ranking; used no more than its "
-        "share over the window (rank 1 of 2"
+        "project below its entitlement, so its charged work goes before the ranking; "
+        "used no more than its share over the window (rank 1 of 2"
     )
     sched.add_running(build_workload("b-more", "beta", 4, min_runtime=8 * HOUR), {"n1": 4}, NOW)
     result = sched.cycle(NOW + 1, USAGE, explain=True)
