@@ -105,20 +105,17 @@ class _FairShareView(PolicyView):
         siblings = len(parent.children)
         word = _LEVEL_WORDS[min(parent.depth, len(_LEVEL_WORDS) - 1)]
         rank = f"rank {ranking.sibling_rank[leaf] + 1} of {siblings} in {word} {parent.name}"
-        # What the project holds now comes first: a project below its entitlement is served
-        # before the ranking whatever its window says (it once read "over budget" while the
-        # fair-share page said "below its entitlement", both true, one of them the rule).
+        # The window only, in its own words: it once read "over budget", which a project
+        # below its entitlement (served before the ranking, as the fair-share page says)
+        # could read as the rule that held it back. What the project holds now is left out
+        # on purpose: it changes with every start and end, and each change would rewrite
+        # the reason of every pending workload of the project (the queue position beside
+        # the reason already says where it stands).
         share = tree.effective_share[project]
         used = ranking.project_usage.get(project, 0.0)
         total = ranking.total_usage
-        above = total > 0 and used / total > share
-        window = f"used {'more than' if above else 'no more than'} its share over the window"
-        if self.is_guaranteed(project):
-            return (
-                "project below its entitlement, so its charged work goes before the ranking; "
-                f"{window} ({rank})"
-            )
-        return f"project {window} ({rank})"
+        above = "more than" if total > 0 and used / total > share else "no more than"
+        return f"project used {above} its share over the window ({rank})"
 
     def is_guaranteed(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0)

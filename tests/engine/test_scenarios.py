@@ -294,18 +294,15 @@ def test_every_pending_workload_gets_a_reason_and_the_order_is_fair_share_order(
     result = sched.cycle(60.0, {"a": 10.0, "b": 1e6}, explain=True)
     assert result.order == ["a-1", "a-2", "b-late", "nobody", "free"]
     assert set(result.reasons) == set(result.order)
-    # a runs nothing of its 4 GPUs, b runs 8 and used nearly all of the window.
+    # a used 10 GPU-seconds of the window, b a million.
     assert result.reasons["a-1"].startswith(
-        "project below its entitlement, so its charged work goes before the ranking; "
-        "used no more than its share over the window (rank 1 of 2 in organization"
+        "project used no more than its share over the window (rank 1 of 2 in organization"
     )
     assert result.reasons["b-late"].startswith(
         "project used more than its share over the window (rank 2 of 2 in organization"
     )
     assert "no budget share" in result.reasons["nobody"]
-    # a's free-lane job is not its charged work: it runs on otherwise idle GPUs.
-    assert "so its charged work goes before the ranking" in result.reasons["free"]
-    assert "; free lane (minimum runtime 0): runs on otherwise idle GPUs" in result.reasons["free"]
+    assert "free lane" in result.reasons["free"]
 
 
 def test_preemptions_per_cycle_are_capped_and_the_rest_follow_next_cycle():
