@@ -188,6 +188,15 @@ def oversubscribed_spans(result: ReplayResult, period_end: float) -> list[tuple[
     return stretches
 
 
+def hold_kind(nodes: int, gpus: int, gpus_per_node: int) -> str | None:
+    """``"gang"`` (more than one node), ``"whole_node"`` (a single-node workload that needs a
+    whole node) or None: the work holds are for, which packing small work around it can
+    starve."""
+    if nodes > 1:
+        return "gang"
+    return "whole_node" if gpus >= gpus_per_node else None
+
+
 def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _JobFigures:
     """Jobs, waits and idle GPU time of the jobs submitted by ``period_end``; with
     ``censor``, waits still open at the period's end count up to it."""
@@ -216,11 +225,11 @@ def _job_figures(result: ReplayResult, period_end: float, *, censor: bool) -> _J
         figures.waits_by_project[rec.project].append(wait)
         figures.all_waits.append(wait)
         (figures.debug_waits if rec.debug else figures.other_waits).append(wait)
-        # The work holds are for, which packing alone can starve: gangs, and single-node
-        # workloads that need a whole node (the first waits of both, also in ``all``).
-        if rec.nodes > 1:
+        # The first waits of the work holds are for (also in ``all``).
+        kind = hold_kind(rec.nodes, rec.gpus, per_node)
+        if kind == "gang":
             figures.gang_waits.append(wait)
-        elif rec.gpus >= per_node:
+        elif kind == "whole_node":
             figures.whole_node_waits.append(wait)
         for requeued, restarted in rec.requeues:
             if requeued > period_end:

@@ -3,8 +3,8 @@
 
 Run: ``.venv/bin/python -m tests.bench.debug_reclaim none:512 any:512 ranked:512
 allowance:512`` — each argument is ``variant:gpus[:first N jobs]`` on the Philly trace
-(``--trace PATH`` first: a canonical trace, budgets proportional). Variants, each on top of ``fairshare``'s own
-reclaim (a team below its entitlement):
+(``--trace PATH`` first: a canonical trace, budgets proportional). Variants, each on top of
+``fairshare``'s own reclaim (a team below its entitlement):
 - ``none``: ``fairshare`` as it is;
 - ``allowance``: a debug-class workload may also reclaim while its project's debug-class GPUs
   stay within the debug allowance (``PolicyParams.debug_share`` of its entitlement);

@@ -32,6 +32,7 @@ os.environ["ENGINE_NATIVE"] = "0"  # the variants replace functions of the holds
 from scheduler.engine import holds
 from scheduler.engine.model import NodeState
 from scheduler.simulator import compute_metrics, replay
+from scheduler.simulator.metrics import hold_kind
 from tests.bench.debug_waits import nearest_rank
 from tests.bench.trace_source import each_variant_run
 
@@ -86,11 +87,11 @@ def _holder_waits(result) -> dict[str, tuple[float, float]]:
     serves: gangs, and single-node jobs of a whole node (never-started ones counted to the
     replay's end)."""
     per_node = result.config.gpus_per_node
-    waits: dict[str, list[float]] = {"gangs": [], "whole-node": []}
+    waits: dict[str, list[float]] = {"gang": [], "whole_node": []}
     for rec in result.jobs:
         if rec.submit > result.last_submit:
             continue
-        kind = "gangs" if rec.nodes > 1 else "whole-node" if rec.gpus >= per_node else None
+        kind = hold_kind(rec.nodes, rec.gpus, per_node)
         if kind is None:
             continue
         start = result.end_time if rec.first_start is None else rec.first_start
@@ -111,8 +112,8 @@ def main(args: list[str]) -> None:
             f"{window['worst_team_delivery_ratio']:.1%} / hourly "
             f"{window['worst_team_hourly_delivery_ratio']:.1%}, occupancy at over-demand "
             f"{window['occupancy_when_oversubscribed']:.1%}, gang wait p50/p90 "
-            f"{held['gangs'][0] / 3600:.1f} / {held['gangs'][1] / 3600:.1f} h, whole-node "
-            f"{held['whole-node'][0] / 3600:.1f} / {held['whole-node'][1] / 3600:.1f} h, "
+            f"{held['gang'][0] / 3600:.1f} / {held['gang'][1] / 3600:.1f} h, whole-node "
+            f"{held['whole_node'][0] / 3600:.1f} / {held['whole_node'][1] / 3600:.1f} h, "
             f"debug p90 {waits['debug']['p90'] / 60:.0f} min, other p90 "
             f"{waits['other']['p90'] / 3600:.1f} h; whole replay: "
             f"{metrics['preemptions']:,} preemptions",

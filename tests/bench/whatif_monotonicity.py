@@ -1,11 +1,12 @@
 """How often moving share to a team lowers what it is delivered of what it is owed.
 
 Run: ``DEBUG=true .venv/bin/python -m tests.bench.whatif_monotonicity 4000`` — that many
-random pairs of replays (seeded), drawn as ``tests/simulator/test_whatif_property.py`` draws them: a 16-GPU
-cluster, team Y asking for all of it throughout, team X's and Y's jobs of 1 to 8 GPUs over six
-hours; the same trace under today's split and under one that moves 1 to 40 points of share from
-X to Y. Printed: the pairs in which Y's delivered-of-owed GPU-hours fell by more than 0.01,
-and the worst fall (GPU-hours, and its part of what Y was owed before).
+random pairs of replays (seeded), drawn as ``tests/simulator/test_whatif_property.py`` draws
+them (``scenarios.whatif_rows``): a 16-GPU cluster, team Y asking for all of it throughout,
+team X's and Y's jobs of 1 to 8 GPUs over six hours; the same trace under today's split and
+under one that moves 1 to 40 points of share from X to Y. Printed: the pairs in which Y's
+delivered-of-owed GPU-hours fell by more than 0.01, and the worst fall (GPU-hours, and its
+part of what Y was owed before).
 
 Whole workloads make the policy not monotone in the share: a larger entitlement changes
 when the other team may reclaim, which shifts when whole-node work can start
@@ -25,7 +26,7 @@ django.setup()  # the what-if's figures live beside its models
 
 from scheduler.selectors.whatif import _team_figures  # noqa: E402
 from scheduler.simulator import ReplayConfig, replay  # noqa: E402
-from tests.simulator.scenarios import trace, two_teams  # noqa: E402
+from tests.simulator.scenarios import trace, two_teams, whatif_rows  # noqa: E402
 
 
 def main(args: list[str]) -> None:
@@ -42,10 +43,7 @@ def main(args: list[str]) -> None:
         y_jobs = [job() for _ in range(rng.randint(1, 12))]
         y_share = rng.randint(10, 50)
         moved = min(rng.randint(1, 40), 100 - y_share - 1)
-        rows = [f"y-wall-{i},0,{12 * 3600},8,B,3600," for i in range(2)]
-        rows += [f"x{i},{s},{d},{g},A,1800," for i, (s, d, g) in enumerate(x_jobs)]
-        rows += [f"y{i},{s},{d},{g},B,1800," for i, (s, d, g) in enumerate(y_jobs)]
-        t = trace(*rows)
+        t = trace(*whatif_rows(x_jobs, y_jobs))
         before = _team_figures(replay(t, two_teams(100 - y_share, y_share), config))["B"]
         after = _team_figures(replay(t, two_teams(100 - y_share - moved, y_share + moved), config))
         drop = before.delivered_of_owed_gpu_hours - after["B"].delivered_of_owed_gpu_hours

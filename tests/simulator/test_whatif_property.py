@@ -15,22 +15,13 @@ from hypothesis import strategies as st
 
 from scheduler.selectors.whatif import _team_figures
 from scheduler.simulator import ReplayConfig, replay
-from tests.simulator.scenarios import trace, two_teams
+from tests.simulator.scenarios import trace, two_teams, whatif_rows
 
 job = st.tuples(
     st.integers(min_value=0, max_value=6 * 3600),  # submit, seconds after T0
     st.integers(min_value=600, max_value=8 * 3600),  # run time needed
     st.sampled_from([1, 2, 4, 8]),  # GPUs
 )
-
-
-def _rows(x_jobs, y_jobs) -> list[str]:
-    """Y asks for the whole 16-GPU cluster from T0 on, for longer than anything else lasts
-    (two 8-GPU runs of 12 h): it has pending demand throughout."""
-    rows = [f"y-wall-{i},0,{12 * 3600},8,B,3600," for i in range(2)]
-    rows += [f"x{i},{s},{d},{g},A,1800," for i, (s, d, g) in enumerate(x_jobs)]
-    rows += [f"y{i},{s},{d},{g},B,1800," for i, (s, d, g) in enumerate(y_jobs)]
-    return rows
 
 
 @settings(max_examples=60, deadline=None)
@@ -43,7 +34,7 @@ def _rows(x_jobs, y_jobs) -> list[str]:
 def test_moving_share_to_a_team_with_demand_never_lowers_what_it_is_owed(
     x_jobs, y_jobs, y_share, moved
 ):
-    t = trace(*_rows(x_jobs, y_jobs))
+    t = trace(*whatif_rows(x_jobs, y_jobs))
     moved = min(moved, 100 - y_share - 1)
     config = ReplayConfig(gpus=16, record_runs=False)
     today = _team_figures(replay(t, two_teams(100 - y_share, y_share), config))
@@ -66,7 +57,7 @@ def test_a_larger_share_can_start_a_whole_node_run_later():
     x_jobs = [(0, 600, 1), (0, 2167, 2), (1, 4967, 4), (1, 600, 1), (1, 967, 1), (1, 600, 1)]
     x_jobs.append((3600, 600, 1))
     y_jobs = [(0, 3198, 4), (1, 1609, 1), (0, 1507, 1)]
-    t = trace(*_rows(x_jobs, y_jobs))
+    t = trace(*whatif_rows(x_jobs, y_jobs))
     runs = {}
     figures = {}
     for y_share in (49, 54):
