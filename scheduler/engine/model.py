@@ -216,8 +216,11 @@ class Preemption:
 class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
-    ``reasons``, ``order``, ``blocked_since`` and ``patient_until`` are filled only when the
-    cycle ran with ``explain=True``. ``blocked_since`` maps each pending workload that waits
+    ``reasons``, ``order``, ``blocked_since``, ``patient_until`` and ``project_phrases`` are
+    filled only when the cycle ran with ``explain=True``. ``project_phrases`` maps each project
+    with pending work to the words every one of its reasons begins with (where it stands in
+    the policy's order), followed in the reason by ``"; "``: a driver that stores reasons may
+    keep that part once per project, since it changes for all of them at once. ``blocked_since`` maps each pending workload that waits
     blocked at the head of its project's turn to when that wait began (see
     ``Workload.blocked_since``); ``patient_until`` maps each pending workload waiting out its
     break-even patience to when that patience ends (see ``Workload.patient_until``).
@@ -233,6 +236,7 @@ class CycleResult:
         self.order: list[str] = []
         self.blocked_since: dict[str, float] = {}
         self.patient_until: dict[str, float] = {}
+        self.project_phrases: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return (

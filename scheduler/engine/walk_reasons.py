@@ -209,6 +209,7 @@ def explain_group(walk: Walk, jobs: list[Job]) -> None:
         project = phrase.get(job.project)
         if project is None:
             project = phrase[job.project] = view.project_phrase(job.project)
+            walk.result.project_phrases[job.project] = project
         if job.lane == 1:
             project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"
         rank = job.w.burst_rank

@@ -16,7 +16,7 @@ from scheduler.models.background_jobs import (
     SimulationJobState,
     WhatIfRun,
 )
-from scheduler.models.cycles import SchedulingCycle, WorkloadChange
+from scheduler.models.cycles import ProjectStanding, SchedulingCycle, WorkloadChange
 from scheduler.models.fields import GPU_SECONDS, MAX_MIN_RUNTIME_SECONDS
 from scheduler.models.ledger import AccountingCursor, EntitlementRecord, UsageHour, UsageRecord
 from scheduler.models.nodes import Node, NodeAgent
@@ -35,6 +35,7 @@ __all__ = [
     "Node",
     "NodeAgent",
     "Order",
+    "ProjectStanding",
     "Run",
     "RunNode",
     "SchedulingCycle",

@@ -62,3 +62,28 @@ class WorkloadChange(models.Model):
 
     def __str__(self) -> str:
         return f"workload #{self.workload_id} changed (cluster {self.cluster_id})"
+
+
+class ProjectStanding(models.Model):
+    """Where a project stands in one cluster's scheduling order, in the words every pending
+    reason of the project begins with ("project used more than its share over the window (rank
+    2 of 5 in program vision)"), as the last cycle said it.
+
+    Kept once per project, not in each workload's reason: a rank changes for all of a
+    project's pending workloads at once, and writing it into each would rewrite thousands of
+    rows a cycle. A pending workload whose ``reason_follows_standing`` is set shows this
+    phrase, then ``"; "``, then its own ``engine_reason`` (``Workload.reason``).
+    """
+
+    cluster = models.ForeignKey("governance.Cluster", on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey("governance.Project", on_delete=models.CASCADE, related_name="+")
+    phrase = models.TextField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "project"], name="standing_per_project")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} on {self.cluster_id}: {self.phrase}"

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
+from scheduler.models.cycles import ProjectStanding
 from scheduler.models.fields import MAX_MIN_RUNTIME_SECONDS
 from scheduler.models.nodes import Node
 
@@ -18,7 +19,8 @@ class Workload(models.Model):
     ``nodes`` > 1 is a gang: ``gpus`` spread over that many whole nodes, all or nothing.
     ``min_runtime_seconds`` (0-8 h) protects each run from preemption; 0 is the free lane.
     ``engine_reason`` and ``queue_key`` are written by each scheduling cycle for pending
-    workloads: the keys sort like the fair-share order, and a cycle changes as few as it can
+    workloads (the reason's first words, where the project stands, are kept once per project:
+    ``ProjectStanding``; ``reason`` is the whole of it): the keys sort like the fair-share order, and a cycle changes as few as it can
     (``scheduler.services.queue_keys``); the position people see (1 = next) is counted from
     them when read (``scheduler.selectors.queue_positions``). Both are empty when not pending.
     """
@@ -48,6 +50,9 @@ class Workload(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
     engine_reason = models.TextField(blank=True)
+    # Set by a cycle when ``engine_reason`` continues the project's standing, kept once per
+    # project (``ProjectStanding``); ``reason`` puts the two together.
+    reason_follows_standing = models.BooleanField(default=False)
     queue_key = models.BigIntegerField(null=True, blank=True)
     # When the engine first saw this pending gang blocked at the head of its project's turn
     # (it holds nodes once that is long enough); written by each cycle, read by the next.
@@ -93,6 +98,29 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
+
+    @property
+    def reason(self) -> str:
+        """Why the workload is where it is, in full: the project's standing (when the reason
+        continues it) and the workload's own reason. Querysets that list many workloads
+        annotate ``standing_phrase`` (``scheduler.selectors.reasons.with_standing``); without
+        it the phrase is read here."""
+        if not self.reason_follows_standing:
+            return self.engine_reason
+        phrase = getattr(self, "standing_phrase", _UNREAD)
+        if phrase is _UNREAD:
+            phrase = (
+                ProjectStanding.objects.filter(
+                    cluster_id=self.cluster_id, project_id=self.project_id
+                )
+                .values_list("phrase", flat=True)
+                .first()
+            )
+        return f"{phrase}; {self.engine_reason}" if phrase else self.engine_reason
+
+
+# A phrase not read yet (None is a phrase the database does not have).
+_UNREAD = object()
 
 
 class Run(models.Model):

@@ -19,7 +19,7 @@ from governance.models import Cluster, Project
 from governance.parsing import whole_number
 from scheduler.choices import DEMAND_STATES, WorkloadState
 from scheduler.models import Workload
-from scheduler.selectors.workloads import visible_workloads
+from scheduler.selectors.workloads import visible_workloads, with_standing
 
 QUEUE_PAGE_SIZE = 50
 
@@ -113,7 +113,9 @@ def queue_page(*, request, vis) -> QueuePage:
     request.visibility = vis
     params = request.GET.copy()
     params.setdefault("sort", "queue")
-    base = visible_workloads(vis).select_related("project", "cluster", "submitted_by")
+    base = with_standing(visible_workloads(vis)).select_related(
+        "project", "cluster", "submitted_by"
+    )
     queue = QueueFilter(params, queryset=base, request=request)
     if not queue.is_valid():
         field, errors = next(iter(queue.errors.items()))

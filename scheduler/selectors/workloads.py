@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, IntegerField, Prefetch, Q, QuerySet, Sum, Value
+from django.db.models import (
+    Count,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Coalesce
 
 from governance.models import Cluster
 from scheduler.choices import NodeState, WorkloadState
-from scheduler.models import Node, Run, SchedulingCycle, Workload
+from scheduler.models import Node, ProjectStanding, Run, SchedulingCycle, Workload
 
 
 def visible_workloads(vis) -> QuerySet[Workload]:
@@ -17,11 +27,25 @@ def visible_workloads(vis) -> QuerySet[Workload]:
     return Workload.objects.filter(project__in=vis.projects())
 
 
+def with_standing(workloads: QuerySet[Workload]) -> QuerySet[Workload]:
+    """``workloads`` with ``standing_phrase``: where each one's project stands on its
+    cluster, as the last cycle said it (the first words of ``Workload.reason``), read in the
+    same query instead of once per workload."""
+    return workloads.annotate(
+        standing_phrase=Subquery(
+            ProjectStanding.objects.filter(
+                cluster_id=OuterRef("cluster_id"), project_id=OuterRef("project_id")
+            ).values("phrase")[:1]
+        )
+    )
+
+
 def visible_workloads_with_runs(vis) -> QuerySet[Workload]:
     """``visible_workloads`` with what a workload's page shows: project, cluster, submitter,
-    and its runs, latest attempt first, with the project of whoever preempted them."""
+    the project's standing (``with_standing``) and its runs, latest attempt first, with the
+    project of whoever preempted them."""
     return (
-        visible_workloads(vis)
+        with_standing(visible_workloads(vis))
         .select_related("project", "cluster", "submitted_by")
         .prefetch_related(
             Prefetch(

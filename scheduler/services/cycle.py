@@ -120,7 +120,7 @@ def _cycle(cluster: Cluster, now: datetime, policy: str, began: float) -> Schedu
             why=f"{lacking} victim(s) with no open run in the kept records",
         )
         pending, running, result = _decide(cluster, kept, now)
-    applied = cycle_decisions_write(cluster, kept.state, result, now)
+    applied = cycle_decisions_write(cluster, kept.state, result, kept.budget, now)
     summary = Counter(result.reasons.values()).most_common(REASONS_SUMMARY_SIZE)
     record = SchedulingCycle.objects.create(
         cluster=cluster,

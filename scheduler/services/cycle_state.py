@@ -44,6 +44,7 @@ class WorkloadRow:
     submitted_at: datetime
     state: str
     engine_reason: str
+    reason_follows_standing: bool
     queue_key: int | None
     state_changed_at: datetime | None
     blocked_since: datetime | None
@@ -64,6 +65,7 @@ _ROW_FIELDS = (
     "submitted_at",
     "state",
     "engine_reason",
+    "reason_follows_standing",
     "queue_key",
     "state_changed_at",
     "blocked_since",
@@ -75,12 +77,14 @@ _ROW_FIELDS = (
 @dataclass
 class CycleState:
     """What a cycle knows of the cluster's records: nodes, live workloads, open runs (one
-    per workload at most: a database constraint)."""
+    per workload at most: a database constraint), and the projects' standings as last
+    written (project id -> phrase; ``cycle_reasons.standings_write``)."""
 
     nodes: list[NodeRow]
     workloads: dict[int, WorkloadRow]
     open_runs: dict[int, OpenRun]
     node_ids: dict[str, int] = field(default_factory=dict)
+    standings: dict[int, str] = field(default_factory=dict)
 
 
 def cycle_nodes_read(cluster: Cluster) -> list[NodeRow]:

@@ -19,7 +19,13 @@ from django.db.models.functions import Coalesce
 from governance.models import Cluster
 from scheduler.choices import NodeState, OrderKind, RunEndReason, RunLane, WorkloadState
 from scheduler.models import Node, Order, Run, RunNode, Workload
-from scheduler.services.cycle_reasons import Reasons, ReasonWrite, pending_reasons_write
+from scheduler.selectors.budget import ClusterBudget
+from scheduler.services.cycle_reasons import (
+    Reasons,
+    ReasonWrite,
+    pending_reasons_write,
+    standings_write,
+)
 from scheduler.services.cycle_state import CycleState, WorkloadRow
 from scheduler.services.node_notices import node_changed_notify
 from scheduler.services.run_notices import runs_started_notify
@@ -55,16 +61,18 @@ class AppliedDecisions:
 
 
 def cycle_decisions_write(
-    cluster: Cluster, state: CycleState, result, now: datetime
+    cluster: Cluster, state: CycleState, result, budget: ClusterBudget, now: datetime
 ) -> AppliedDecisions:
-    """Write the engine's decisions: starts, then stops, their orders, drained nodes, and the
-    reason and place in the queue of every workload whose ones changed."""
+    """Write the engine's decisions: starts, then stops, their orders, drained nodes, where
+    each project stands, and the reason and place in the queue of every workload whose ones
+    changed."""
     reasons: Reasons = {}
     runs, start_orders = _write_starts(cluster, state, result, now, reasons)
     stopping, stop_orders = _write_stops(cluster, state, result, now, reasons)
     Order.objects.bulk_create(start_orders + stop_orders)
     drained = _write_drained(cluster, state, runs, now)
-    pending_reasons_write(state, result, reasons)
+    standings = standings_write(cluster, state, result, budget, now)
+    pending_reasons_write(state, result, reasons, standings)
     return AppliedDecisions(
         starts=len(runs),
         preemptions=len(stopping),

@@ -261,6 +261,7 @@ def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = No
         workload.queue_key = None
         who = f" by {actor}" if actor else ""
         workload.engine_reason = f"Cancelled{who}."
+        workload.reason_follows_standing = False
         if open_run is None:
             workload.finished_at = now
         workload.save(
@@ -269,6 +270,7 @@ def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = No
                 "state_changed_at",
                 "queue_key",
                 "engine_reason",
+                "reason_follows_standing",
                 "finished_at",
             ]
         )

@@ -26,6 +26,7 @@ import pytest
 from governance.models import Allocation, Cluster, Organization, Program, Project
 from scheduler.choices import RunEndReason, RunLane, WorkloadState
 from scheduler.models import Node, Order, Run, RunNode, SchedulingCycle, Workload
+from scheduler.services import cycle_reasons
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.cycle_kept import kept_engines_clear
 from scheduler.services.runs import run_end
@@ -143,12 +144,16 @@ def _acknowledge_stops(cluster: Cluster, now: datetime) -> None:
         run_end(run=run, reason=run.stop_reason, now=now)
 
 
-def _steady(benchmark, nodes_count: int, running_count: int, pending: int, target: float):
+def _steady(
+    benchmark, monkeypatch, nodes_count: int, running_count: int, pending: int, target: float
+):
     """Time cycles of a worker that keeps its engine, 10 ends and 10 submits before each.
 
     The built state places running work without regard to entitlements, so the first
     cycles rebalance (each orders the most evictions a cycle may). Cycles run, the agents
     confirming the stops, until one orders no eviction (at most 40); the timed ones follow.
+    Reported beside the time: the workload rows a timed cycle rewrites for reasons and
+    queue keys, and how many of them carry a new reason text.
     """
     cluster = _build(nodes_count, running_count, pending)
     rng = random.Random(11)
@@ -189,15 +194,26 @@ def _steady(benchmark, nodes_count: int, running_count: int, pending: int, targe
     def cycle():
         return scheduling_cycle_run(cluster_id=cluster.id, now=clock["now"])
 
+    written: list[tuple[int, int]] = []  # per cycle: rows rewritten, of them with a reason
+    update_reasons = cycle_reasons._update_reasons
+
+    def counted(rows):
+        written.append((len(rows), sum(1 for row in rows if row[2] is not None)))
+        update_reasons(rows)
+
+    monkeypatch.setattr(cycle_reasons, "_update_reasons", counted)
     benchmark.extra_info["target_seconds"] = target
     first = SchedulingCycle.objects.filter(cluster=cluster).count()
     record = benchmark.pedantic(cycle, setup=changes, rounds=15, iterations=1, warmup_rounds=1)
+    timed_writes = written[-15:]
     timed = SchedulingCycle.objects.filter(cluster=cluster).order_by("id")[first:]
     benchmark.extra_info.update(
         pending=record.pending, running=record.running, settling_cycles=first,
         kept_cycles=sum(c.engine == "kept" for c in timed),
         starts_per_cycle=round(sum(c.starts for c in timed) / len(timed), 1),
         preemptions_per_cycle=round(sum(c.preemptions for c in timed) / len(timed), 1),
+        rows_rewritten_per_cycle=round(sum(n for n, _ in timed_writes) / len(timed_writes)),
+        reason_texts_per_cycle=round(sum(t for _, t in timed_writes) / len(timed_writes)),
     )  # fmt: skip
     assert record.pending >= pending - 1000 and record.running > 0
 
@@ -205,15 +221,15 @@ def _steady(benchmark, nodes_count: int, running_count: int, pending: int, targe
 # Committed cycles, as in production: each cycle rewrites thousands of rows, and versions
 # left inside one long test transaction could never be pruned.
 @pytest.mark.django_db(transaction=True)
-def test_bench_live_cycle_steady_5000_pending_2000_running_256_nodes(benchmark):
-    _steady(benchmark, NODES, RUNNING, PENDING, 0.1)
+def test_bench_live_cycle_steady_5000_pending_2000_running_256_nodes(benchmark, monkeypatch):
+    _steady(benchmark, monkeypatch, NODES, RUNNING, PENDING, 0.1)
 
 
 # Committed cycles, as in production: each cycle rewrites thousands of rows, and versions
 # left inside one long test transaction could never be pruned.
 @pytest.mark.django_db(transaction=True)
-def test_bench_live_cycle_steady_20000_pending_8000_running_1024_nodes(benchmark):
-    _steady(benchmark, 1024, 8000, 20000, 0.5)
+def test_bench_live_cycle_steady_20000_pending_8000_running_1024_nodes(benchmark, monkeypatch):
+    _steady(benchmark, monkeypatch, 1024, 8000, 20000, 0.5)
 
 
 @pytest.mark.django_db

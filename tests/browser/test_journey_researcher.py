@@ -49,9 +49,9 @@ def test_researcher_submits_and_sees_the_reason_and_estimate(page, live_server, 
 
     scheduling_cycle_run(cluster_id=p.cluster.id, now=timezone.now())
     workload.refresh_from_db()
-    assert workload.engine_reason  # the engine said why it waits
+    assert workload.reason  # the engine said why it waits
 
-    said = workload.engine_reason[:1].upper() + workload.engine_reason[1:]
+    said = workload.reason[:1].upper() + workload.reason[1:]
     # The queue card refreshes in place (poll.js) and shows the engine's own words.
     reason = page.get_by_test_id("reason")
     expect(reason).to_contain_text(said, timeout=20_000)

@@ -12,6 +12,7 @@ import pytest
 from governance.models import Allocation
 from scheduler.choices import NodeState, RunEndReason, WorkloadState
 from scheduler.models import Node, Run, SchedulingCycle, Workload, WorkloadChange
+from scheduler.selectors.workloads import with_standing
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.cycle_kept import kept_engines_clear
 from scheduler.services.cycle_state import cycle_scheduler_build, cycle_state_read
@@ -38,7 +39,7 @@ def _cold_decisions(cluster, now):
 
 def _written(cluster, now):
     """What the cycle at ``now`` wrote: runs started, stops requested, the pending order
-    and reasons."""
+    and reasons (as people read them: ``Workload.reason``)."""
     starts = {
         r.workload_id: r.placement for r in Run.objects.filter(cluster=cluster, started_at=now)
     }
@@ -55,7 +56,8 @@ def _written(cluster, now):
             key=lambda item: item[1],
         )
     ]
-    reasons = dict(pending.values_list("id", "engine_reason"))
+    # In full: the project's standing, kept once per project, then the workload's own part.
+    reasons = {w.id: w.reason for w in with_standing(pending)}
     return starts, stops, order, reasons
 
 

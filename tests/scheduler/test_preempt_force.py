@@ -72,7 +72,7 @@ def test_operator_stops_a_protected_run_now_and_it_is_requeued_on_the_ack(runnin
     assert (run.ended_at, run.end_reason) == (T0 + 75 * SEC, RunEndReason.PREEMPTED)
     assert workload.state == WorkloadState.PENDING
     assert workload.submitted_at == T0  # requeued with its submit time kept
-    assert "forced by operator" in workload.engine_reason
+    assert "forced by operator" in workload.reason
 
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + 80 * SEC)
     assert Run.objects.filter(workload=workload).count() == 2  # it runs again

@@ -64,7 +64,7 @@ def test_a_reader_who_may_not_see_the_preemptor_gets_another_project(preempted):
     assert run["stop_explanation"].startswith(f"preempted by {preemptor.pk} (another project)")
     # The requeue reason every reader of the workload sees names no other project either.
     victim.refresh_from_db()
-    assert key not in victim.engine_reason and "another project" in victim.engine_reason
+    assert key not in victim.reason and "another project" in victim.reason
 
 
 def test_a_reader_who_sees_both_projects_gets_the_names(preempted):

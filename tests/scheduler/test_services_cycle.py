@@ -6,15 +6,26 @@ What one cycle leaves for the next is in ``test_services_cycle_across.py``.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
 from scheduler.choices import OrderKind, OrderState, RunEndReason, RunLane, WorkloadState
-from scheduler.models import Order, Run, RunNode, SchedulingCycle, Workload
+from scheduler.models import (
+    Order,
+    ProjectStanding,
+    Run,
+    RunNode,
+    SchedulingCycle,
+    UsageHour,
+    Workload,
+)
 from scheduler.selectors.queue_positions import queue_positions
+from scheduler.selectors.workloads import with_standing
 from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.runs import run_end
 from scheduler.services.workloads import workload_cancel, workload_submit
+from tests.scheduler.conftest import build_world
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -87,8 +98,8 @@ def test_pending_workloads_get_a_reason_and_a_queue_position(world):
     assert waiting_first.state == waiting_second.state == WorkloadState.PENDING
     positions = queue_positions([waiting_first, waiting_second])
     assert positions == {waiting_first.id: 1, waiting_second.id: 2}
-    assert "waiting for 8 GPUs" in waiting_first.engine_reason
-    assert "no budget share" in waiting_second.engine_reason
+    assert "waiting for 8 GPUs" in waiting_first.reason
+    assert "no budget share" in waiting_second.reason
     assert sum(cycle.reasons_summary.values()) == 2
 
 
@@ -172,3 +183,58 @@ def test_budgeted_work_preempts_free_lane_work_and_stop_orders_go_out(world):
 
 def test_cycle_for_unknown_cluster_does_nothing(db):
     assert scheduling_cycle_run(cluster_id=987654) is None
+
+
+def _charged_hour(world, slug: str, hour: datetime, gpus: int) -> None:
+    """One accounted hour of ``gpus`` GPUs charged to project ``slug``."""
+    seconds = Decimal(gpus * 3600)
+    UsageHour.objects.create(
+        project=world.projects[slug], cluster=world.cluster, hour=hour,
+        budgeted_gpu_seconds=seconds, burst_gpu_seconds=0, free_gpu_seconds=0,
+        entitled_gpu_seconds=seconds, demand_gpu_seconds=seconds,
+    )  # fmt: skip
+
+
+def test_a_new_ranking_rewrites_where_projects_stand_not_every_pending_reason():
+    """Where a project stands is kept once per project: when the window's ranking swaps two
+    projects, each pending workload reads its project's new rank while its own row (its
+    part of the reason) is not written again."""
+    world = build_world(shares={"alpha": "50", "beta": "50"})
+    for slug in ("alpha", "beta"):  # the cluster is full: 8 GPUs each, protected for hours
+        submit(world, slug, gpus=8, min_runtime=28800)
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=5))
+    waiting = [
+        submit(world, slug, gpus=4, min_runtime=3600, at=T0 + timedelta(seconds=6 + i))
+        for i, slug in enumerate(["alpha", "beta"] * 3)
+    ]
+    _charged_hour(world, "beta", T0 - timedelta(hours=2), gpus=16)  # beta used more
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=10))
+    stored = {
+        w.pk: (w.engine_reason, w.reason_follows_standing)
+        for w in Workload.objects.filter(pk__in=[w.pk for w in waiting])
+    }
+    assert all(follows for _, follows in stored.values()), stored
+    before = {w.pk: w.reason for w in with_standing(Workload.objects.filter(pk__in=stored))}
+    for w in waiting:
+        slug = w.project.slug
+        rank, above = ("1 of 2", "no more than") if slug == "alpha" else ("2 of 2", "more than")
+        assert before[w.pk].startswith(
+            f"project used {above} its share over the window (rank {rank} in program research); "
+        ), before[w.pk]
+
+    _charged_hour(world, "alpha", T0 - timedelta(hours=1), gpus=48)  # now alpha used more
+    scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(seconds=20))
+
+    rows = Workload.objects.filter(pk__in=stored)
+    assert {w.pk: (w.engine_reason, w.reason_follows_standing) for w in rows} == stored
+    after = {w.pk: w.reason for w in with_standing(rows)}
+    for w in waiting:
+        slug = w.project.slug
+        rank, above = ("2 of 2", "more than") if slug == "alpha" else ("1 of 2", "no more than")
+        assert after[w.pk] == before[w.pk].replace(
+            before[w.pk].split("; ")[0],
+            f"project used {above} its share over the window (rank {rank} in program research)",
+        )
+        # A workload read on its own (its page) says the same.
+        assert Workload.objects.get(pk=w.pk).reason == after[w.pk]
+    assert ProjectStanding.objects.filter(cluster=world.cluster).count() == 2

@@ -32,14 +32,14 @@ def test_a_blocked_gang_holds_nodes_once_it_waited_its_bound_across_cycles(db):
     gang.refresh_from_db()
     assert gang.state == WorkloadState.PENDING
     assert gang.blocked_since == first
-    assert "holding" not in gang.engine_reason
+    assert "holding" not in gang.reason
 
     scheduling_cycle_run(cluster_id=world.cluster.id, now=first + timedelta(minutes=20))
     scheduling_cycle_run(cluster_id=world.cluster.id, now=first + timedelta(minutes=31))
     gang.refresh_from_db()
     assert gang.blocked_since == first  # kept from the first cycle, not restarted
     # the emptiest node, then the first whose work is preemptible soonest
-    assert "holding node1, node4 (2 of the 2 nodes it needs) until they free" in gang.engine_reason
+    assert "holding node1, node4 (2 of the 2 nodes it needs) until they free" in gang.reason
 
 
 def preempted_once(world, workload) -> None:
@@ -126,7 +126,7 @@ def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db
     owed.refresh_from_db()
     assert owed.state == WorkloadState.PENDING
     assert owed.patient_until == waiting_since + timedelta(minutes=30)
-    assert "may preempt in 30 min if no GPUs free first" in owed.engine_reason
+    assert "may preempt in 30 min if no GPUs free first" in owed.reason
 
     # Just past the victim's checkpoint an eviction would lose only 6 minutes, but the
     # deadline stands.
@@ -135,7 +135,7 @@ def test_a_workload_waiting_out_its_patience_keeps_its_deadline_across_cycles(db
     victim.refresh_from_db()
     assert (owed.state, victim.state) == (WorkloadState.PENDING, WorkloadState.RUNNING)
     assert owed.patient_until == waiting_since + timedelta(minutes=30)
-    assert "may preempt in 24 min if no GPUs free first" in owed.engine_reason
+    assert "may preempt in 24 min if no GPUs free first" in owed.reason
 
     scheduling_cycle_run(cluster_id=world.cluster.id, now=waiting_since + timedelta(minutes=30))
     owed.refresh_from_db()
@@ -164,7 +164,7 @@ def test_a_run_that_borrows_a_held_node_is_recorded_and_recalled_by_a_later_cycl
     big = submit(world, "alpha", gpus=6, min_runtime=3600, at=T0 + timedelta(minutes=1))
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=1))
     big.refresh_from_db()
-    assert f"holding {alpha_node}" in big.engine_reason
+    assert f"holding {alpha_node}" in big.reason
     # beta's 4-GPU debug job (15 min minimum) borrows node2's free GPUs.
     probe = submit(world, "beta", gpus=4, min_runtime=900, at=T0 + timedelta(minutes=1))
     scheduling_cycle_run(cluster_id=world.cluster.id, now=T0 + timedelta(minutes=2))

@@ -113,6 +113,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
         help_text="What the workload runs: shown to its submitter, the project's PIs and org "
         "admins (null to anyone else), with the values of env masked."
     )
+    engine_reason = serializers.CharField(
+        source="reason",
+        read_only=True,
+        help_text="Why the workload is where it is, as of the last scheduling cycle: for a "
+        "pending one, where its project stands, then what it waits for.",
+    )
 
     class Meta:
         model = Workload

@@ -129,7 +129,7 @@ def test_preempted_exit_requeues_the_workload(agent, workload, personas):
     assert response.json()["state"] == "preempted"
     workload.refresh_from_db()
     assert workload.state == WorkloadState.PENDING
-    assert "Requeued" in workload.engine_reason
+    assert "Requeued" in workload.reason
 
 
 def test_a_stop_acknowledged_after_the_process_ended_ends_a_cancelled_run(agent, workload):
