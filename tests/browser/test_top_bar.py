@@ -34,6 +34,17 @@ def test_an_org_admins_links_sit_on_one_row(page, live_server, world, width):
     )
 
 
+def test_a_bar_with_few_links_keeps_the_product_name_and_the_signed_in_name(
+    page, live_server, world
+):
+    page.set_viewport_size({"width": 1280, "height": 800})
+    sign_in(page, live_server, "researcher", world.password)
+    assert page.locator(".brand-name").is_visible()
+    assert page.locator(".userbox .who").is_visible()
+    tops = page.evaluate(f"{_LINK_BOXES}.map(b => b.top)")
+    assert len({round(top) for top in tops}) == 1
+
+
 def test_on_a_phone_the_links_wrap_and_stay_on_screen(page, live_server, world):
     page.set_viewport_size({"width": 390, "height": 800})
     sign_in(page, live_server, "org_admin", world.password)
