@@ -99,6 +99,12 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
 
+    def reason_set(self, text: str) -> list[str]:
+        """Give the workload a reason of its own, one that does not continue its project's
+        standing (requeued, cancelled, finished …), and return the fields to save."""
+        self.engine_reason, self.reason_follows_standing = text, False
+        return ["engine_reason", "reason_follows_standing"]
+
     @property
     def reason(self) -> str:
         """Why the workload is where it is, in full: the project's standing (when the reason

@@ -72,17 +72,8 @@ def workload_preempt_force(
         fresh.state = WorkloadState.PREEMPTED
         fresh.state_changed_at = now
         fresh.queue_key = None
-        fresh.engine_reason = f"Preempted by {who} (forced, minimum runtime bypassed): {reason}"
-        fresh.reason_follows_standing = False
-        fresh.save(
-            update_fields=[
-                "state",
-                "state_changed_at",
-                "queue_key",
-                "engine_reason",
-                "reason_follows_standing",
-            ]
-        )
+        said = fresh.reason_set(f"Preempted by {who} (forced, minimum runtime bypassed): {reason}")
+        fresh.save(update_fields=["state", "state_changed_at", "queue_key", *said])
         audit_record(
             action=AuditAction.RUN_PREEMPT_FORCED,
             organization_id=organization_id,

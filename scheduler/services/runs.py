@@ -190,16 +190,13 @@ def _settle_workload(
         workload.state = reason
         workload.finished_at = end
         workload.exit_code = exit_code
-        workload.engine_reason, workload.reason_follows_standing = "", False
-        fields += ["finished_at", "exit_code", "engine_reason", "reason_follows_standing"]
+        fields += ["finished_at", "exit_code", *workload.reason_set("")]
     elif reason in REQUEUE_REASONS and active:
         workload.state = WorkloadState.PENDING
         workload.queue_key = None
         # Read by everyone who sees this workload: another project's name is not theirs.
         text = explanation or run_stop_shown(None, run)[1] or RunEndReason(reason).label
-        workload.engine_reason = f"Requeued ({text})."
-        workload.reason_follows_standing = False
-        fields += ["queue_key", "engine_reason", "reason_follows_standing"]
+        fields += ["queue_key", *workload.reason_set(f"Requeued ({text}).")]
     elif workload.state == WorkloadState.CANCELLED and workload.finished_at is None:
         workload.finished_at = end
         fields = ["finished_at"]

@@ -260,19 +260,11 @@ def workload_cancel(*, workload: Workload, actor=None, now: datetime | None = No
         workload.state_changed_at = now
         workload.queue_key = None
         who = f" by {actor}" if actor else ""
-        workload.engine_reason = f"Cancelled{who}."
-        workload.reason_follows_standing = False
+        said = workload.reason_set(f"Cancelled{who}.")
         if open_run is None:
             workload.finished_at = now
         workload.save(
-            update_fields=[
-                "state",
-                "state_changed_at",
-                "queue_key",
-                "engine_reason",
-                "reason_follows_standing",
-                "finished_at",
-            ]
+            update_fields=["state", "state_changed_at", "queue_key", *said, "finished_at"]
         )
         if open_run is not None and open_run.stop_requested_at is None:
             run_request_stop(
