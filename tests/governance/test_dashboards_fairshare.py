@@ -357,3 +357,19 @@ def test_the_order_says_a_project_below_its_entitlement_is_served_with_the_other
     )
     assert line in html
     assert "served first" not in html
+
+
+def test_the_page_states_the_order_inside_a_project_as_the_engine_keeps_it(client, personas, usage):
+    """Inside a project the engine orders by priority, minimum runtime, then a debug job's
+    place in its submitter's burst, then submit time (``FairShare.key``); the page once left
+    the burst out, so a researcher whose lone debug job went ahead of a colleague's earlier
+    sweep could not tell why."""
+    from django.urls import reverse
+
+    client.force_login(personas.org_admin)
+    html = client.get(reverse("dashboards:fairshare")).content.decode()
+    assert (
+        "Inside a project: its own priority, then the shorter minimum runtime, then, for debug "
+        "work, a lone job or the first of a burst before the rest of someone's sweep, then "
+        "the earlier submit."
+    ) in html
