@@ -19,10 +19,11 @@ class Workload(models.Model):
     ``nodes`` > 1 is a gang: ``gpus`` spread over that many whole nodes, all or nothing.
     ``min_runtime_seconds`` (0-8 h) protects each run from preemption; 0 is the free lane.
     ``engine_reason`` and ``queue_key`` are written by each scheduling cycle for pending
-    workloads (the reason's first words, where the project stands, are kept once per project:
-    ``ProjectStanding``; ``reason`` is the whole of it): the keys sort like the fair-share order, and a cycle changes as few as it can
-    (``scheduler.services.queue_keys``); the position people see (1 = next) is counted from
-    them when read (``scheduler.selectors.queue_positions``). Both are empty when not pending.
+    workloads. The reason's first words, where the project stands, are kept once per project
+    (``ProjectStanding``); ``reason`` is the whole sentence. The keys sort like the fair-share
+    order, and a cycle changes as few as it can (``scheduler.services.queue_keys``); the
+    position people see (1 = next) is counted from them when read
+    (``scheduler.selectors.queue_positions``). Both are empty when not pending.
     """
 
     project = models.ForeignKey("governance.Project", on_delete=models.PROTECT, related_name="+")
@@ -109,7 +110,7 @@ class Workload(models.Model):
     def reason(self) -> str:
         """Why the workload is where it is, in full: the project's standing (when the reason
         continues it) and the workload's own reason. Querysets that list many workloads
-        annotate ``standing_phrase`` (``scheduler.selectors.reasons.with_standing``); without
+        annotate ``standing_phrase`` (``scheduler.selectors.workloads.with_standing``); without
         it the phrase is read here."""
         if not self.reason_follows_standing:
             return self.engine_reason
