@@ -217,13 +217,14 @@ class CycleResult:
     """Everything one scheduling cycle decided, already applied to the scheduler's state.
 
     ``reasons``, ``order``, ``blocked_since``, ``patient_until`` and ``project_phrases`` are
-    filled only when the cycle ran with ``explain=True``. ``project_phrases`` maps each project
-    with pending work to the words every one of its reasons begins with (where it stands in
-    the policy's order), followed in the reason by ``"; "``: a driver that stores reasons may
-    keep that part once per project, since it changes for all of them at once. ``blocked_since`` maps each pending workload that waits
-    blocked at the head of its project's turn to when that wait began (see
-    ``Workload.blocked_since``); ``patient_until`` maps each pending workload waiting out its
-    break-even patience to when that patience ends (see ``Workload.patient_until``).
+    filled only when the cycle ran with ``explain=True``. ``blocked_since`` maps each pending
+    workload that waits blocked at the head of its project's turn to when that wait began
+    (see ``Workload.blocked_since``); ``patient_until`` maps each pending workload waiting out
+    its break-even patience to when that patience ends (see ``Workload.patient_until``).
+    ``project_phrases`` maps each project with pending work to the words every one of its
+    reasons begins with (where it stands in the policy's order), followed in the reason by
+    ``"; "``: a driver that stores reasons may keep that part once per project, since it
+    changes for all of them at once.
     """
 
     # A plain class, not a dataclass: one is built every cycle, and the native build compiles
