@@ -68,6 +68,13 @@ class PolicyView:
     #: is no victim of the job passed its minimum runtime (``walk_victims.fresh_nodes``).
     victims_follow_signature = False
 
+    #: Whether every answer of the view follows the walk's starts as they happen (none
+    #: rests on the state the cycle began with). A head that failed after the walk's last
+    #: start was then judged on the state the walk leaves, so a walk that only started work,
+    #: each failure after its last start, leaves nothing for the next one to redo
+    #: (``Scheduler._walk``).
+    follows_starts = False
+
     def __init__(self) -> None:
         #: groups in the order their pending work is offered capacity
         self.groups: list[str] = [""]
@@ -183,6 +190,10 @@ class PolicyView:
         """GPUs of ``project``'s own work it swapped out that still count as its own when it
         claims GPUs from other teams (0 for a policy that does not count them)."""
         return 0
+
+    def swap_ended(self, job: Job) -> None:
+        """``job``, swapped out by work of its own project (``swapped_gpus``), is about to
+        start again: its GPUs stop counting as swapped out."""
 
     def started(self, job: Job) -> None:
         """``job`` started in this cycle."""

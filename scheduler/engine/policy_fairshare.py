@@ -39,6 +39,8 @@ class _FairShareView(PolicyView):
     # The signature counts every growth of a team's room as it happens, and reads the
     # job's own debug GPUs and its right to reclaim as they are (``signature``).
     victims_follow_signature = True
+    # Allocations, rooms, debug GPUs and swapped-out GPUs are all kept as work starts.
+    follows_starts = True
 
     def __init__(self, inputs: CycleInputs, order: list[str], growth: _RoomGrowth) -> None:
         super().__init__()
@@ -154,6 +156,15 @@ class _FairShareView(PolicyView):
         # less: that must not give it a claim on other teams' GPUs, or it could take back
         # what a team below its entitlement had just reclaimed from it (ping-pong).
         self._swapped[job.project] = self._swapped.get(job.project, 0) + job.gpus
+
+    def swap_ended(self, job: Job) -> None:
+        # Only a swap the view counted: one it began with, or one this walk made. A swap
+        # whose swapper had stopped was forgotten before the view began (``swapped_gpus``).
+        left = self._swapped.get(job.project, 0) - job.gpus
+        if left > 0:
+            self._swapped[job.project] = left
+        else:
+            self._swapped.pop(job.project, None)
 
     def may_reclaim(self, job: Job) -> bool:
         # Entitlement is a guarantee: a team that stays within its entitlement after this

@@ -361,16 +361,29 @@ class Scheduler(SchedulerIndexes):
         # A node whose reservation ended (or changed hands) is an opportunity for everyone
         # who failed while it was held.
         previous = self._last_reserved
+        hold_moved = False
         for idx in sorted(previous):
             if walk.reserved.get(idx) != previous[idx]:
                 self._log_opportunity(idx)
-                self._dirty = True  # the next cycle must look: work may fit there now
+                hold_moved = True  # the next cycle must look: work may fit there now
         self._last_reserved = dict(walk.reserved)
         for job in requeue + walk.evicted:
             job.queued_at = now
             self._enqueue(job)
-        if result.starts or result.preemptions or requeue:
-            self._dirty = True
+        # Starts alone leave nothing to look at again when every head that failed did so
+        # after the last of them and the policy's view followed each start: the failure
+        # saw the state this walk leaves, and the next walk would fail it again (memo,
+        # holds and timers as this one left them).
+        settled = view.follows_starts and not walk.started_after_failure
+        if settled and result.starts:
+            # Starts move teams towards their entitlement, and so the order the guarantee
+            # serves them in: the next cycle must walk if that order changed.
+            queues = self._queues
+            after = [g for g in view.guarantee_order(view.groups) if (0, g) in queues]
+            settled = after == [g for g in first if (0, g) in queues]
+        self._dirty = bool(
+            hold_moved or result.preemptions or requeue or (result.starts and not settled)
+        )
         if explain:
             # Requeued victims may sit in groups that had nothing pending when we began.
             # Groups below their guarantee are offered GPUs first: they come first here too.

@@ -61,6 +61,11 @@ class Walk:
         self._by_use: list[tuple] | None = None  # see holds.nodes_by_use
         self._skip_held: Container[int] = self.reserved
         self._stop = False
+        # A head that did not start (or a group passed over) before a later start saw less
+        # than the walk ended with; a walk in which every such failure came after its last
+        # start leaves nothing a new walk would decide differently (``Scheduler._walk``).
+        self.failed = False
+        self.started_after_failure = False
         # group -> (starts, preemptions, answer) of its last ``walk_victims.group_may_preempt``: the
         # answer holds until this walk starts or evicts something.
         self._may_preempt_seen: dict[str, tuple[int, int, bool]] = {}
@@ -105,6 +110,7 @@ class Walk:
                     # next group walked says so too.)
                     continue
                 if not self._worth_walking(0, group, shapes):
+                    self.failed = True
                     if self._stop:
                         break
                     continue
@@ -117,6 +123,7 @@ class Walk:
                 if not shapes:
                     continue
                 if not self._worth_walking(lane, group, shapes):
+                    self.failed = True
                     if self._stop:
                         break
                     continue
@@ -187,6 +194,7 @@ class Walk:
                 else:
                     heapq.heappush(heads, (nxt.key, nxt.seq, shape, nxt))
                 continue
+            self.failed = True
             if first_blocked and not short_only:
                 # Only the head of a group's turn reserves (EASY-style backfill per group);
                 # a workload refused by a policy cap has nothing to wait for on the nodes.
@@ -353,7 +361,12 @@ class Walk:
 
     def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
+        if job.swapped_for is not None:
+            # Counted as swapped out when the view began; from now on it counts as running
+            # (``_start`` ends the swap), not as both.
+            self.view.swap_ended(job)
         self.s._start(job, recs, amounts, self.now)
+        self.started_after_failure = self.started_after_failure or self.failed
         self._by_use = None
         job.head_since = None
         job.patient_until = 0.0  # a patience belongs to one pending spell, not the next

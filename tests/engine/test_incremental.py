@@ -15,7 +15,7 @@ import inspect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.engine import POLICIES, Scheduler, make_policy
+from scheduler.engine import POLICIES, BudgetNode, Node, Scheduler, Workload, make_policy
 from scheduler.simulator import ReplayConfig, replay
 from scheduler.simulator.budgets import Budget
 from scheduler.simulator.traces import Trace, TraceJob
@@ -173,6 +173,53 @@ def test_a_gang_held_past_its_bound_gets_the_same_nodes_either_way():
     evicted = {p[0] for p in gang_start[0][2]}
     # Two of p1's four whole-node runs make room for p0's 16 GPUs (p1 keeps its 16 entitled).
     assert len(evicted) == 2 and evicted <= {b.id for b in burst}
+
+
+def test_a_start_that_reorders_the_guarantee_makes_the_next_cycle_walk():
+    """Hand-built: alpha (8 GPUs entitled, 4 held) comes before beta (16, 9 held) among the
+    teams below their entitlement. In one walk alpha's debug job takes the one free GPU
+    (5 of 8 now, a larger part than beta's 9 of 16) and its gang, blocked past its bound,
+    holds n2 and n3; beta's ``eval`` can reclaim 4 GPUs from gamma only on n2, so it waits.
+    The walk started work and failed only after that start, but the start reordered the
+    guarantee: beta now goes first, before the gang holds n2. The next cycle, with only a
+    minute passed, must walk and start ``eval`` on both paths."""
+    hour = 3600.0
+    tree = BudgetNode(
+        "root", 100, [BudgetNode("alpha", 25), BudgetNode("beta", 50), BudgetNode("gamma", 25)]
+    )
+    now = 100 * hour
+    results = {}
+    for incremental in (True, False):
+        sched = Scheduler(
+            [Node(f"n{i}", GPUS_PER_NODE) for i in range(4)],
+            tree,
+            policy=make_policy("fairshare"),
+            incremental=incremental,
+        )
+        # Recent (protected) runs on n0 and n1, gamma's old ones on n1 to n3.
+        for wid, project, gpus, node, started in (
+            ("a-run", "alpha", 4, "n0", now - 600),
+            ("b-run1", "beta", 4, "n0", now - 600),
+            ("b-run2", "beta", 5, "n1", now - 600),
+            ("c1", "gamma", 3, "n1", 0.0),
+            ("c2", "gamma", 4, "n2", 0.0),
+            ("c3", "gamma", 4, "n2", 0.0),
+            ("c4", "gamma", 7, "n3", 0.0),
+        ):
+            sched.add_running(Workload(wid, project, gpus, 0.0, hour), {node: gpus}, started)
+        sched.submit(Workload("debug", "alpha", 1, now - 60, 900.0))
+        sched.submit(Workload("gang", "alpha", 16, 1.0, hour, nodes=2, blocked_since=2.0))
+        sched.submit(Workload("eval", "beta", 4, 1.0, hour))
+        usage = {"gamma": 1e7}
+        first = sched.cycle(now, usage)
+        second = sched.cycle(now + 60, usage)
+        results[incremental] = (cycle_orders(first), cycle_orders(second))
+
+    assert results[True] == results[False]
+    (first_starts, first_preempted), (second_starts, second_preempted) = results[True]
+    assert [s[0] for s in first_starts] == ["debug"] and first_preempted == []
+    assert [s[0] for s in second_starts] == ["eval"]
+    assert [p[0] for p in second_preempted] in (["c2"], ["c3"])
 
 
 def test_a_slice_of_the_philly_trace_takes_the_same_decisions_either_way():

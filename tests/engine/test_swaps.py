@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.engine.conftest import budget, build_nodes, build_scheduler, build_workload, leaf
+from tests.engine.conftest import (
+    budget,
+    build_nodes,
+    build_scheduler,
+    build_workload,
+    leaf,
+    preempted_ids,
+    started_ids,
+)
 
 HALVES = budget("root", 100, leaf("alpha", 50), leaf("beta", 50))
 
@@ -57,4 +65,27 @@ def test_a_run_still_stopping_after_a_swap_counts_and_survives_a_rebuild():
     assert "train" not in sched.pending_ids() and "train" not in sched.running
 
     sched.finish("debug")
+    assert sched.swapped_gpus() == {}
+
+
+def test_a_swapped_out_workload_that_starts_again_is_counted_once_in_the_same_cycle():
+    """Hand-worked: 16 GPUs, alpha and beta entitled to 8 each. beta runs 12 (4 above its
+    entitlement, past their protection); alpha runs a debug job that swapped out its own
+    2-GPU ``train``, and waits with a 4-GPU ``eval`` too. In one cycle ``train`` starts again
+    on free GPUs (alpha: 3 of 8), and ``eval`` may still reclaim from beta: 3 + 4 is within
+    alpha's 8. Counting ``train`` both as running and as swapped out (5 + 4 > 8) made
+    ``eval`` wait a cycle for nothing."""
+    sched = build_scheduler(build_nodes(2), HALVES)
+    sched.add_running(build_workload("b0", "beta", 4), {"n0": 4}, 0.0)
+    sched.add_running(build_workload("b1", "beta", 4), {"n0": 4}, 0.0)
+    sched.add_running(build_workload("b2", "beta", 4), {"n1": 4}, 0.0)
+    sched.add_running(build_workload("debug", "alpha", 1, min_runtime=600), {"n1": 1}, 100_000.0)
+    sched.submit(swapped(build_workload("train", "alpha", 2), "debug"))
+    sched.submit(build_workload("eval", "alpha", 4, submit=1.0))
+
+    result = sched.cycle(100_060.0, {"beta": 1e6})
+
+    assert sorted(started_ids(result)) == ["eval", "train"]
+    (victim,) = preempted_ids(result)
+    assert victim in {"b0", "b1", "b2"}  # any one leaves beta at its entitlement
     assert sched.swapped_gpus() == {}
