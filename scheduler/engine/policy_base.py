@@ -191,12 +191,8 @@ class PolicyView:
         claims GPUs from other teams (0 for a policy that does not count them)."""
         return 0
 
-    def swap_ended(self, job: Job) -> None:
-        """``job``, swapped out by work of its own project (``swapped_gpus``), is about to
-        start again: its GPUs stop counting as swapped out."""
-
     def started(self, job: Job) -> None:
-        """``job`` started in this cycle."""
+        """``job`` starts in this cycle (told before its swap, ``Job.swapped_for``, ends)."""
 
     def evicted(self, job: Job) -> None:
         """``job`` was evicted in this cycle."""

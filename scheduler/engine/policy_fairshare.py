@@ -157,15 +157,6 @@ class _FairShareView(PolicyView):
         # what a team below its entitlement had just reclaimed from it (ping-pong).
         self._swapped[job.project] = self._swapped.get(job.project, 0) + job.gpus
 
-    def swap_ended(self, job: Job) -> None:
-        # Only a swap the view counted: one it began with, or one this walk made. A swap
-        # whose swapper had stopped was forgotten before the view began (``swapped_gpus``).
-        left = self._swapped.get(job.project, 0) - job.gpus
-        if left > 0:
-            self._swapped[job.project] = left
-        else:
-            self._swapped.pop(job.project, None)
-
     def may_reclaim(self, job: Job) -> bool:
         # Entitlement is a guarantee: a team that stays within its entitlement after this
         # start takes GPUs from teams above theirs, whatever the window rank. Catching up on
@@ -311,6 +302,15 @@ class _FairShareView(PolicyView):
             self._rooms.pop(project, None)
 
     def started(self, job: Job) -> None:
+        if job.swapped_for is not None:
+            # Counted as swapped out (when the view began, or when this walk swapped it):
+            # from now on it counts as running, not as both. A swap whose swapper had
+            # stopped was forgotten before the view began (``swapped_gpus``).
+            left = self._swapped.get(job.project, 0) - job.gpus
+            if left > 0:
+                self._swapped[job.project] = left
+            else:
+                self._swapped.pop(job.project, None)
         self._count(job, +1)
 
     def evicted(self, job: Job) -> None:

@@ -370,19 +370,11 @@ class Scheduler(SchedulerIndexes):
         for job in requeue + walk.evicted:
             job.queued_at = now
             self._enqueue(job)
-        # Starts alone leave nothing to look at again when every head that failed did so
-        # after the last of them and the policy's view followed each start: the failure
-        # saw the state this walk leaves, and the next walk would fail it again (memo,
-        # holds and timers as this one left them).
-        settled = view.follows_starts and not walk.started_after_failure
-        if settled and result.starts:
-            # Starts move teams towards their entitlement, and so the order the guarantee
-            # serves them in: the next cycle must walk if that order changed.
-            queues = self._queues
-            after = [g for g in view.guarantee_order(view.groups) if (0, g) in queues]
-            settled = after == [g for g in first if (0, g) in queues]
         self._dirty = bool(
-            hold_moved or result.preemptions or requeue or (result.starts and not settled)
+            hold_moved
+            or result.preemptions
+            or requeue
+            or (result.starts and not state_quiet.starts_settled(self, walk, first))
         )
         if explain:
             # Requeued victims may sit in groups that had nothing pending when we began.

@@ -55,6 +55,26 @@ def is_quiet(
     return quiet
 
 
+def starts_settled(sched: Scheduler, walk: Walk, first: list[str]) -> bool:
+    """Did a walk that started work and evicted nothing leave nothing for the next walk
+    to redo (so the scheduler may stay clean)? ``first``: the groups the walk served first
+    up to their guarantee.
+
+    Yes when every head that failed (or group passed over) did so after the walk's last
+    start, and the policy's view followed each start (``PolicyView.follows_starts``): each
+    failure then saw the state the walk leaves, and the next walk would fail it again
+    (memos, holds and timers as this one left them). And the starts must leave the order in
+    which the guarantee serves teams as it was: a start moves its team towards its
+    entitlement, and the next walk may then serve another team first.
+    """
+    view = walk.view
+    if not view.follows_starts or walk.started_after_failure:
+        return False
+    queues = sched._queues
+    after = [g for g in view.guarantee_order(view.groups) if (0, g) in queues]
+    return after == [g for g in first if (0, g) in queues]
+
+
 def rechecks_fail(sched: Scheduler, view: PolicyView, now: float) -> bool:
     """Is every timer due a failed search whose memo ran out, and does each fail again?
 

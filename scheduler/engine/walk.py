@@ -9,7 +9,7 @@ import heapq
 from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING
 
-from scheduler.engine import holds, walk_reasons, walk_reserve, walk_victims
+from scheduler.engine import holds, walk_memo, walk_reasons, walk_reserve, walk_victims
 from scheduler.engine.model import CycleResult, Start
 from scheduler.engine.placement import NodeRec, split_gang
 from scheduler.engine.policies import PolicyView
@@ -228,8 +228,8 @@ class Walk:
         preempts = lane == 0 and job.charged and s.policy.preempts
         sig = view.signature(job) if preempts else None
         log_len = len(s._opp_log)
-        memo_ok = self._memo_holds(job, preempts, sig)
-        grown = None if memo_ok else self._grown_teams(job, preempts, sig)
+        memo_ok = walk_memo.memo_holds(self, job, preempts, sig)
+        grown = None if memo_ok else walk_memo.grown_teams(self, job, preempts, sig)
         # A node held for someone when the job failed is free for it again when this walk
         # has not (or not yet) held it: holds are made afresh in every walk.
         released: list[int] = []
@@ -264,36 +264,6 @@ class Walk:
         if self.explain_on:
             self._note(job, walk_reasons.blocked_phrase(self, job))
         return False
-
-    def _memo_holds(self, job: Job, preempts: bool, sig: object) -> bool:
-        """Does the memo of ``job``'s last failed search still hold (same log position or
-        later, a signature that still blocks, ``preemption_recheck`` not passed)?"""
-        view = self.view
-        memo_ok = (
-            job.fail_pos >= 0
-            and (view.still_blocked(job.fail_sig, sig) if preempts else job.fail_sig == sig)
-            and self.now - job.fail_time < self.params.preemption_recheck
-        )
-        if memo_ok and preempts:
-            # When the memo runs out, a search may find what the signature could not show
-            # (and patience is weighed again): the scheduler must not sleep through that.
-            self.s._set_timer(job.fail_time + self.params.preemption_recheck, job)
-        return memo_ok
-
-    def _grown_teams(self, job: Job, preempts: bool, sig: object) -> list[str] | None:
-        """The teams whose room to be reclaimed from grew since ``job``'s memo was made,
-        when that alone broke the memo (``PolicyView.grown_since``); else None."""
-        # The new search is a full one in all but where it looks (those teams' work, and
-        # the nodes that changed), so it is booked as a full one.
-        if (
-            preempts
-            and job.nodes == 1
-            and job.fail_pos >= 0
-            and self.s.incremental
-            and self.now - job.fail_time < self.params.preemption_recheck
-        ):
-            return self.view.grown_since(job.fail_sig, sig)
-        return None
 
     def _start_without_evicting(self, job: Job, lane: int) -> bool:
         """Start ``job`` on free GPUs, on what its hold lent, or on a held node it may
@@ -361,17 +331,13 @@ class Walk:
 
     def _launch(self, job: Job, recs: list[NodeRec], why: str) -> None:
         amounts = [job.gpus] if job.nodes == 1 else split_gang(job.gpus, job.nodes)
-        if job.swapped_for is not None:
-            # Counted as swapped out when the view began; from now on it counts as running
-            # (``_start`` ends the swap), not as both.
-            self.view.swap_ended(job)
+        self.view.started(job)  # before ``_start`` ends a swap: the view counts it once
         self.s._start(job, recs, amounts, self.now)
         self.started_after_failure = self.started_after_failure or self.failed
         self._by_use = None
         job.head_since = None
         job.patient_until = 0.0  # a patience belongs to one pending spell, not the next
         job.fail_pos = -1
-        self.view.started(job)
         placement = dict(job.placement)
         where = ", ".join(sorted(placement))
         if why == "fits":
