@@ -210,6 +210,7 @@ def queues_build(*, root: TreeNode, options: QueueOptions) -> list[KaiQueue]:
     ``ValueError``) when two nodes would get the same queue name.
     """
     options.check()
+    _shares_check(root)
     if not _has_budgeted_project(root, root_level=True):
         raise KaiQueueError(
             f"no project of {root.name!r} holds a share on this cluster: every GPU quota "
@@ -278,6 +279,16 @@ def queue_names(*, root: TreeNode, prefix: str) -> dict[str, TreeNode]:
     walk(root, ())
     names_check([(name, f"{node.kind} {path}") for name, node, path in found])
     return {name: node for name, node, _ in found}
+
+
+def _shares_check(node: TreeNode) -> None:
+    """Refuse a tree in which some node's children hold more than 100 % of it (the
+    database never stores one; a quota above its parent's would make KAI refuse the set)."""
+    held = sum((child.share for child in node.children), Decimal(0))
+    if held > 100:
+        raise KaiQueueError(f"shares: the children of {node.name!r} hold {held} %, more than 100 %")
+    for child in node.children:
+        _shares_check(child)
 
 
 def _weight(share: Decimal) -> int:

@@ -188,6 +188,24 @@ def test_tree_with_no_shares_is_refused_with_a_clear_message():
         queues_build(root=tree, options=QueueOptions(total_gpus=8, prefix="c"))
 
 
+def test_siblings_over_100_percent_are_refused_naming_their_parent():
+    # The shape the property test's generator once built: programs at 100 % whose projects
+    # hold nothing, plus one more program of 0.01 %. Quotas were then cut below a child's
+    # one-step bound, or summed above their parent's.
+    tree = org(
+        program("p0", "100", project("j0", "0")),
+        program("zz", "0", project("keep", "100")),
+        program("yy", "0.01", project("b", "100")),
+    )
+    with pytest.raises(KaiQueueError, match=r"^shares: the children of 'Acme' hold 100\.01 %"):
+        queues_build(
+            root=tree, options=QueueOptions(total_gpus=300, prefix="c", step=Decimal("0.01"))
+        )
+    nested = org(program("p0", "50", project("a", "60"), project("b", "50")))
+    with pytest.raises(KaiQueueError, match="children of 'P0' hold 110 %"):
+        queues_build(root=nested, options=QueueOptions(total_gpus=8, prefix="c"))
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [
@@ -275,6 +293,12 @@ def trees(draw):
         programs[0] = program("p0", "1", *(programs[0].children or (project("a", "1"),)))
     tree = org(*programs)
     if not any(p.share > 0 and any(c.share > 0 for c in p.children) for p in programs):
+        # One more program of 0.01 %, taken from the largest when the others leave no room
+        # (siblings over 100 % are refused: that case has its own test).
+        if sum(p.share for p in programs) > Decimal("99.99"):
+            largest = max(range(len(programs)), key=lambda i: programs[i].share)
+            big = programs[largest]
+            programs[largest] = program(big.slug, str(big.share - Decimal("0.01")), *big.children)
         tree = org(*programs, program("yy", "0.01", project("b", "100")))
     return tree
 
