@@ -72,7 +72,7 @@ class PolicyView:
     #: rests on the state the cycle began with). A head that failed after the walk's last
     #: start was then judged on the state the walk leaves, so a walk that only started work,
     #: each failure after its last start, leaves nothing for the next one to redo
-    #: (``Scheduler._walk``).
+    #: (``state_quiet.starts_settled``).
     follows_starts = False
 
     def __init__(self) -> None:

@@ -63,7 +63,7 @@ class Walk:
         self._stop = False
         # A head that did not start (or a group passed over) before a later start saw less
         # than the walk ended with; a walk in which every such failure came after its last
-        # start leaves nothing a new walk would decide differently (``Scheduler._walk``).
+        # start leaves nothing a new walk would decide differently (``state_quiet``).
         self.failed = False
         self.started_after_failure = False
         # group -> (starts, preemptions, answer) of its last ``walk_victims.group_may_preempt``: the
