@@ -13,6 +13,7 @@ eviction's reason:
 - ``recall``: the victim borrowed a held node and its holder took it back;
 - ``free lane``: the victim ran in the free lane (minimum runtime 0);
 - ``drain``: its node was drained.
+Then the waits after a reclaim again, by the victim's GPUs.
 
 It reads each eviction's reason as the replay applies it, so it runs the plain-Python engine
 and replay loop (``ENGINE_NATIVE=0``, set here before they are imported). About half a minute
@@ -54,9 +55,12 @@ def cause_of(order, victim_project: str, victim_free: bool, preemptor_project: s
     return "reclaim"
 
 
-def requeue_waits_by_cause(trace, budgets, config: ReplayConfig) -> tuple[dict, int]:
+def requeue_waits_by_cause(
+    trace, budgets, config: ReplayConfig, reclaims_by_size: dict | None = None
+) -> tuple[dict, int]:
     """Replay; the submit window's requeue waits (seconds) by cause, and how many waits
-    ``metrics.json`` counts there (the same waits, all causes together)."""
+    ``metrics.json`` counts there (the same waits, all causes together). The waits after a
+    reclaim are also added to ``reclaims_by_size``, by the victim's GPUs, when given."""
     causes: dict[tuple[int, float], str] = {}
     original = replay_loop.EventLoop.preempt
 
@@ -84,13 +88,17 @@ def requeue_waits_by_cause(trace, budgets, config: ReplayConfig) -> tuple[dict, 
             if requeued > end:
                 break
             wait = restarted - requeued if restarted is not None and restarted <= end else None
-            waits[causes[(j, requeued)]].append(end - requeued if wait is None else wait)
+            cause = causes[(j, requeued)]
+            waits[cause].append(end - requeued if wait is None else wait)
+            if cause == "reclaim" and reclaims_by_size is not None:
+                reclaims_by_size.setdefault(rec.gpus, []).append(waits[cause][-1])
     return waits, window["queue_wait_seconds"]["requeue"]["count"]
 
 
 def main(args: list[str]) -> None:
     for arg, trace, budgets, config in each_run(args):
-        waits, counted = requeue_waits_by_cause(trace, budgets, config)
+        by_size: dict[int, list[float]] = {}
+        waits, counted = requeue_waits_by_cause(trace, budgets, config, by_size)
         total = sum(len(w) for w in waits.values())
         print(
             f"{arg}: {total:,} waits after a preemption in the submit window ({counted:,} in metrics.json)"
@@ -102,6 +110,12 @@ def main(args: list[str]) -> None:
             print(
                 f"  {cause:<12} {s['count']:>6,}  p50 {s['p50'] / 3600:6.2f} h  "
                 f"p90 {s['p90'] / 3600:6.2f} h  mean {s['mean'] / 3600:6.2f} h"
+            )
+        for gpus in sorted(by_size):
+            s = wait_summary(by_size[gpus])
+            print(
+                f"  reclaimed, {gpus:>3} GPUs {s['count']:>6,}  p50 {s['p50'] / 3600:6.2f} h  "
+                f"p90 {s['p90'] / 3600:6.2f} h"
             )
 
 

@@ -2,7 +2,9 @@
 
 Run: ``.venv/bin/python -m tests.bench.walk_causes fairshare:256:30000`` — each argument is
 ``policy:gpus[:first N jobs]``. Printed per argument: the walks (``Walk.run``), each counted
-once by the first cause that applies, and how many of them started or preempted something:
+once by the first cause that applies, and how many of them started or preempted something,
+with the seconds their cycles took (plain Python, so read them as shares, not as the native
+build's times):
 - ``submit`` / ``finish`` / ``idle`` / ``cancel`` / ``budget``: a driver call since the last
   cycle made the scheduler dirty, or would have by itself (a finish after a walk that
   started work counts as a finish, not as ``after starts``);
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
 
 os.environ["ENGINE_NATIVE"] = "0"  # the counters wrap the engine's methods
@@ -51,6 +54,7 @@ class _Counts:
         self.walked = False
         self.last_walk = ""  # "" / "starts" / "preemptions": what the last walk decided
         self.walks: Counter[tuple[str, bool]] = Counter()
+        self.seconds: Counter[tuple[str, bool]] = Counter()  # in the cycles that walked
 
 
 def _install(counts: _Counts) -> None:
@@ -88,7 +92,9 @@ def _install(counts: _Counts) -> None:
         dirty = self._dirty
         timer = now >= self._next_timer
         order = self._last_order
+        began = time.perf_counter()
         result = original_cycle(self, now, usage, explain)
+        seconds = time.perf_counter() - began
         decided = bool(result.starts or result.preemptions)
         if counts.walked:
             if counts.calls:
@@ -104,6 +110,7 @@ def _install(counts: _Counts) -> None:
             else:
                 cause = "released"
             counts.walks[(cause, decided)] += 1
+            counts.seconds[(cause, decided)] += seconds
             if not decided:
                 counts.last_walk = ""
             else:
@@ -124,18 +131,22 @@ def _submitted_head(sched: state.Scheduler, workload_id: str) -> bool:
 _COUNTS: _Counts | None = None  # the one set of counters the wrappers fill (installed once)
 
 
-def count_walks(trace: Trace, budgets: Budget, config: ReplayConfig) -> tuple[int, Counter]:
-    """Replay ``trace``; the cycles it ran, and its walks by (first cause, decided something)."""
+def count_walks(
+    trace: Trace, budgets: Budget, config: ReplayConfig
+) -> tuple[int, Counter, Counter, float]:
+    """Replay ``trace``; the cycles it ran, its walks by (first cause, decided something),
+    the seconds of those walks' cycles by the same keys, and the replay's wall seconds."""
     global _COUNTS
     if _COUNTS is None:
         _COUNTS = _Counts()
         _install(_COUNTS)
     counts = _COUNTS
     counts.walks = Counter()
+    counts.seconds = Counter()
     counts.calls.clear()
     counts.last_walk = ""
     result = replay(trace, budgets, config)
-    return result.cycles, counts.walks
+    return result.cycles, counts.walks, counts.seconds, result.wall_seconds
 
 
 def main(args: list[str]) -> None:
@@ -146,15 +157,21 @@ def main(args: list[str]) -> None:
         run_trace = first_jobs(trace, spec)
         budgets = load_budgets(source.budgets, run_trace.jobs)
         config = spec.config()
-        cycles, walks = count_walks(run_trace, budgets, config)
+        cycles, walks, seconds, wall = count_walks(run_trace, budgets, config)
         total = sum(walks.values())
         idle = sum(n for (_, decided), n in walks.items() if not decided)
-        print(f"{arg}: {cycles:,} cycles, {total:,} walks, {idle:,} of them decided nothing")
+        idle_seconds = sum(t for (_, decided), t in seconds.items() if not decided)
+        print(
+            f"{arg}: {cycles:,} cycles, {total:,} walks, {idle:,} of them decided nothing; "
+            f"replay {wall:.1f} s, of it {sum(seconds.values()):.1f} s in cycles that walked, "
+            f"{idle_seconds:.1f} s in those that decided nothing"
+        )
         causes = sorted({cause for cause, _ in walks}, key=lambda c: -walks[(c, False)])
         for cause in causes:
             print(
-                f"  {cause:<18} {walks[(cause, False)]:>8,} decided nothing, "
-                f"{walks[(cause, True)]:>8,} decided something"
+                f"  {cause:<18} {walks[(cause, False)]:>8,} decided nothing "
+                f"({seconds[(cause, False)]:5.1f} s), "
+                f"{walks[(cause, True)]:>8,} decided something ({seconds[(cause, True)]:5.1f} s)"
             )
 
 

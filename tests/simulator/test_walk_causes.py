@@ -17,7 +17,7 @@ from tests.bench.walk_causes import count_walks
 from tests.simulator.scenarios import trace, two_teams
 
 rows = ("a1,0,30,8,A,,", "b1,0,600,8,B,,")
-cycles, walks = count_walks(trace(*rows), two_teams(), ReplayConfig(gpus=8, policy="fairshare"))
+cycles, walks, _, _ = count_walks(trace(*rows), two_teams(), ReplayConfig(gpus=8, policy="fairshare"))
 print(json.dumps({"cycles": cycles, "walks": [[c, d, n] for (c, d), n in walks.items()]}))
 """
 
