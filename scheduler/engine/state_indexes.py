@@ -336,6 +336,12 @@ class SchedulerIndexes:
         self._opp_log.append(idx)
         self._opp_why.append(None if passed is None else passed.id)
 
+    def next_timer(self) -> float:
+        """When the engine next wants a cycle though nothing else changes (a patience or a
+        wait reaching its bound, a failed search's memo running out; infinity: never). The
+        live loop's cycles every few seconds honour it; a replay may wake at it."""
+        return self._next_timer
+
     def _set_timer(self, at: float, search: Job | None = None) -> None:
         """Make the first cycle at or after ``at`` walk (``search``: the workload whose failed
         search's memo runs out then)."""

@@ -86,6 +86,7 @@ class EventLoop:
         self.max_gap = config.max_cycle_interval
         self.gap = config.cycle_interval
         self.wake = config.wake_at_min_runtime
+        self.wake_at_timers = config.wake_at_timers
         self.until = config.until
         self.submit_i = 0
         self.change_i = 0
@@ -104,7 +105,13 @@ class EventLoop:
             t_submit = jobs[self.submit_i].submit if self.submit_i < n else math.inf
             t_event = heap[0][0] if heap else math.inf
             t_change = changes[self.change_i][0] if self.change_i < len(changes) else math.inf
-            t = min(t_submit, t_event, self.next_tick, t_change)
+            t_tick = self.next_tick
+            if self.wake_at_timers and t_tick < math.inf:
+                # A timer due sooner is a tick of its own (it backs off the same way).
+                t_timer = self.sched.next_timer()
+                if now < t_timer < t_tick:
+                    t_tick = t_timer
+            t = min(t_submit, t_event, t_tick, t_change)
             if t == math.inf or (self.until is not None and t > self.until):
                 break
             now = t
@@ -115,7 +122,7 @@ class EventLoop:
             if not self.sched.pending_count():
                 self.next_tick = math.inf
                 continue
-            tick_only = t == self.next_tick and t != t_submit and t != t_event
+            tick_only = t == t_tick and t != t_submit and t != t_event
             if not self.cycle(t, tick_only):
                 break  # the cluster is empty and nothing more can start: those jobs never run
         return now

@@ -38,6 +38,10 @@ class ReplayConfig:
     cycle_interval: float = 60.0
     max_cycle_interval: float = 960.0  # back-off bound for fruitless periodic cycles
     wake_at_min_runtime: bool = True  # run a cycle the moment a run becomes preemptible
+    # Also run a cycle when the engine's next timer is due (``Scheduler.next_timer``: a
+    # patience ending, a wait reaching the hold bound), as the live loop's cycles every few
+    # seconds do; otherwise such a decision waits for the next event or periodic cycle.
+    wake_at_timers: bool = False
     record_runs: bool = True
     # False: the engine recomputes every cycle what it otherwise keeps between cycles (the
     # reference its shortcuts are checked against: same decisions, about twice as slow).

@@ -64,6 +64,12 @@ class Command(BaseCommand):
             "--cycle-interval", default="60s", help="periodic cycle while work is pending (60s)"
         )
         parser.add_argument(
+            "--wake-at-timers",
+            action="store_true",
+            help="also cycle when the engine's next timer is due (a patience or a hold bound "
+            "ending), as the live loop's 5-second cycles do",
+        )
+        parser.add_argument(
             "--timeline-span", default="7d", help="length of the timeline's window (7d)"
         )
         parser.add_argument(
@@ -180,6 +186,7 @@ class Command(BaseCommand):
             checkpoint_interval=durations["checkpoint_interval"],
             restart_overhead=durations["restart_overhead"],
             cycle_interval=durations["cycle_interval"],
+            wake_at_timers=bool(options.get("wake_at_timers")),
             record_runs=not options["no_timeline"],
             incremental=not options["reference"],
         )
