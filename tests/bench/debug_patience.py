@@ -11,8 +11,7 @@ the eviction would lose per GPU of its own; a debug-class one waits at most:
 Everything else (whom it may evict, the victims) is the product's, and the replay wakes at the
 engine's timers (``ReplayConfig.wake_at_timers``), so each patience ends on time as in the live
 loop, whose cycles run every few seconds. Printed per argument: the
-submit window's debug p50 and p90 waits, other work's p90, hourly delivery, the worst team's
-hourly delivery, occupancy at over-demand, and the whole replay's preemptions.
+figures of ``variant_report.figures_line``.
 
 The variants are installed on the plain-Python engine (``ENGINE_NATIVE=0``, set here before
 the engine is imported) and run on the reference path (``incremental=False``): the
@@ -30,6 +29,7 @@ os.environ["ENGINE_NATIVE"] = "0"  # the variants wrap a function the walk calls
 from scheduler.engine import walk_victims
 from scheduler.simulator import compute_metrics, replay
 from tests.bench.trace_source import each_variant_run
+from tests.bench.variant_report import figures_line
 
 CAPS = {"own": None, "5min": 300.0, "1min": 60.0}
 _PRODUCT = walk_victims.preempt
@@ -65,18 +65,7 @@ def main(args: list[str]) -> None:
     for arg, variant, trace, budgets, config in each_variant_run(args, tuple(CAPS)):
         _install(CAPS[variant])
         config = dataclasses.replace(config, wake_at_timers=True)
-        metrics = compute_metrics(replay(trace, budgets, config))
-        window = metrics["submit_window"]
-        waits = window["queue_wait_seconds"]
-        print(
-            f"{arg}: debug p50 {waits['debug']['p50'] / 60:.1f} min, p90 "
-            f"{waits['debug']['p90'] / 60:.1f} min, other p90 {waits['other']['p90'] / 3600:.1f} h, "
-            f"hourly delivery {window['hourly_delivery_ratio']:.1%}, worst team hourly "
-            f"{window['worst_team_hourly_delivery_ratio']:.1%}, occupancy at over-demand "
-            f"{window['occupancy_when_oversubscribed']:.1%}; whole replay: "
-            f"{metrics['preemptions']:,} preemptions",
-            flush=True,
-        )
+        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
     _install(None)
 
 

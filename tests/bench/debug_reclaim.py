@@ -11,9 +11,7 @@ allowance:512`` — each argument is ``variant:gpus[:first N jobs]`` on the Phil
 - ``any``: a debug-class workload may always reclaim;
 - ``ranked``: as ``any``, but only from teams after its own in the 7-day window's order.
 Victims are as for any reclaim: past their minimum runtime, and never taking a team below its
-entitlement. Printed per argument: the submit window's hourly delivery, worst team hourly,
-occupancy at over-demand, debug and other p90 waits, and the whole replay's preemptions and
-work lost.
+entitlement. Printed per argument: the figures of ``variant_report.figures_line``.
 
 The variants are installed on the plain-Python engine (``ENGINE_NATIVE=0``, set here before
 the engine is imported) and run on the reference path (``incremental=False``): the
@@ -30,6 +28,7 @@ os.environ["ENGINE_NATIVE"] = "0"  # the variants replace methods of the view's 
 from scheduler.engine import policy_fairshare
 from scheduler.simulator import compute_metrics, replay
 from tests.bench.trace_source import each_variant_run
+from tests.bench.variant_report import figures_line
 
 _View = policy_fairshare._FairShareView
 _PRODUCT = {
@@ -80,18 +79,7 @@ def _install(variant: str) -> None:
 def main(args: list[str]) -> None:
     for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
         _install(variant)
-        metrics = compute_metrics(replay(trace, budgets, config))
-        window = metrics["submit_window"]
-        waits = window["queue_wait_seconds"]
-        print(
-            f"{arg}: hourly delivery {window['hourly_delivery_ratio']:.1%}, worst team hourly "
-            f"{window['worst_team_hourly_delivery_ratio']:.1%}, occupancy at over-demand "
-            f"{window['occupancy_when_oversubscribed']:.1%}, debug p90 "
-            f"{waits['debug']['p90'] / 60:.1f} min, other p90 {waits['other']['p90'] / 3600:.1f} h; "
-            f"whole replay: {metrics['preemptions']:,} preemptions, "
-            f"{metrics['lost_fraction_of_charged']:.2%} of charged lost",
-            flush=True,
-        )
+        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
     _install("none")
 
 

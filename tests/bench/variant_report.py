@@ -1,0 +1,21 @@
+"""The line of figures the tools that replay variants of ``fairshare`` print for each run
+(``debug_reclaim``, ``debug_patience``): the submit window's delivery, occupancy and waits, and
+the whole replay's churn."""
+
+from __future__ import annotations
+
+
+def figures_line(metrics: dict) -> str:
+    """``metrics`` (``compute_metrics`` of one replay) as one line of the figures the bars
+    judge."""
+    window = metrics["submit_window"]
+    waits = window["queue_wait_seconds"]
+    return (
+        f"hourly delivery {window['hourly_delivery_ratio']:.1%}, worst team hourly "
+        f"{window['worst_team_hourly_delivery_ratio']:.1%}, occupancy at over-demand "
+        f"{window['occupancy_when_oversubscribed']:.1%}, debug p50 "
+        f"{waits['debug']['p50'] / 60:.1f} min, p90 {waits['debug']['p90'] / 60:.1f} min, other "
+        f"p90 {waits['other']['p90'] / 3600:.1f} h; whole replay: "
+        f"{metrics['preemptions']:,} preemptions, "
+        f"{metrics['lost_fraction_of_charged']:.2%} of charged lost"
+    )
