@@ -89,9 +89,10 @@ def requeue_waits_by_cause(
                 break
             wait = restarted - requeued if restarted is not None and restarted <= end else None
             cause = causes[(j, requeued)]
-            waits[cause].append(end - requeued if wait is None else wait)
+            counted_wait = end - requeued if wait is None else wait
+            waits[cause].append(counted_wait)
             if cause == "reclaim" and reclaims_by_size is not None:
-                reclaims_by_size.setdefault(rec.gpus, []).append(waits[cause][-1])
+                reclaims_by_size.setdefault(rec.gpus, []).append(counted_wait)
     return waits, window["queue_wait_seconds"]["requeue"]["count"]
 
 

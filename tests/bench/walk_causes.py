@@ -90,7 +90,7 @@ def _install(counts: _Counts) -> None:
     def cycle(self, now, usage, explain=False):
         counts.walked = False
         dirty = self._dirty
-        timer = now >= self._next_timer
+        timer = now >= self.next_timer()
         order = self._last_order
         began = time.perf_counter()
         result = original_cycle(self, now, usage, explain)

@@ -186,7 +186,7 @@ class Command(BaseCommand):
             checkpoint_interval=durations["checkpoint_interval"],
             restart_overhead=durations["restart_overhead"],
             cycle_interval=durations["cycle_interval"],
-            wake_at_timers=bool(options.get("wake_at_timers")),
+            wake_at_timers=options["wake_at_timers"],
             record_runs=not options["no_timeline"],
             incremental=not options["reference"],
         )
