@@ -342,6 +342,16 @@ class SchedulerIndexes:
         live loop's cycles every few seconds honour it; a replay may wake at it."""
         return self._next_timer
 
+    def next_wait_timer(self, after: float) -> float:
+        """The first timer later than ``after`` that ends a wait (a patience or a wait
+        reaching its hold bound; infinity: none). Unlike ``next_timer`` it leaves out failed
+        searches' memos running out: a run forward in which nothing arrives (the queue page's
+        estimate) searches again at its next finish or minimum-runtime end, when the state
+        the search failed on has changed, and waking at each memo would spend its step bound
+        on searches that fail again."""
+        return min((at for at, search in self._timers if search is None and at > after),
+                   default=float("inf"))  # fmt: skip
+
     def _set_timer(self, at: float, search: Job | None = None) -> None:
         """Make the first cycle at or after ``at`` walk (``search``: the workload whose failed
         search's memo runs out then)."""

@@ -20,10 +20,14 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# Decisions that depend only on time passing (a gang reaching its reservation bound) are
-# taken at least this often in virtual time.
+# Decisions that depend only on time passing (a patience or a gang's wait reaching its
+# bound) are taken when the engine's timers say (``Scheduler.next_wait_timer``), as the live
+# loop's cycles every few seconds take them; and at least this often in virtual time
+# whatever the timers say.
 TICK_SECONDS = 900.0
-IDLE_TICKS = 4  # 1 h of virtual time: past the 30-minute gang reservation bound
+# Nothing ends by itself and nothing changed for this long in virtual time: the run stops
+# (past the 30-minute gang reservation bound).
+IDLE_SECONDS = 3600.0
 
 
 @dataclass
@@ -65,7 +69,7 @@ def forward_starts(
             seq += 1
             heapq.heappush(events, (now + left, seq, workload_id, 0))
     t = now
-    idle = 0
+    idle_since: float | None = None
     while out.steps < max_steps:
         # Apply every finish due now, then one cycle (as the replay does).
         while events and events[0][0] <= t:
@@ -97,13 +101,15 @@ def forward_starts(
         candidates = [t + TICK_SECONDS, *deadlines]
         if events:
             candidates.append(events[0][0])
+        candidates.append(sched.next_wait_timer(t))
         if events or deadlines or result.starts or result.preemptions:
-            idle = 0
+            idle_since = None
         else:
-            # Nothing will end by itself and nothing changed: only a timer (a gang reaching
-            # its reservation bound) could still start something. A few ticks cover it.
-            idle += 1
-            if idle > IDLE_TICKS:
+            # Nothing will end by itself and nothing changed: only a timer could still
+            # start something, and one that does so does it within the hour.
+            if idle_since is None:
+                idle_since = t
+            if t - idle_since >= IDLE_SECONDS:
                 return out
         t = min(candidates)
         if t > horizon:

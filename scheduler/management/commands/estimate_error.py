@@ -38,6 +38,12 @@ class Command(BaseCommand):
         parser.add_argument("--budgets", default=None, help="budget tree JSON (none: no shares)")
         parser.add_argument("--gpus", type=int, required=True, help="cluster GPUs")
         parser.add_argument("--samples", type=int, default=400, help="jobs to sample (400)")
+        parser.add_argument(
+            "--wake-at-timers",
+            action="store_true",
+            help="the replay also cycles when the engine's next timer is due, as the live "
+            "loop's 5-second cycles do (the starts the estimate is compared with)",
+        )
 
     def handle(self, *args, **options) -> None:
         if options["format"] not in FORMATS:
@@ -47,7 +53,11 @@ class Command(BaseCommand):
         try:
             trace = load_trace(options["trace"], options["format"])
             budgets = load_budgets(options["budgets"], trace.jobs) if options["budgets"] else None
-            config = ReplayConfig(gpus=options["gpus"], record_runs=False)
+            config = ReplayConfig(
+                gpus=options["gpus"],
+                record_runs=False,
+                wake_at_timers=options["wake_at_timers"],
+            )
             config.validate()
         except (OSError, TraceError, BudgetError, ConfigError) as error:
             raise CommandError(str(error)) from None
