@@ -143,6 +143,17 @@ class SimulationForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Each is one replay of the same trace; two weeks of Philly take 10 to 30 s each.",
     )
+    wake_at_timers = forms.BooleanField(
+        required=False,
+        initial=False,
+        label="Cycle when a wait the engine keeps ends, as the live loop does",
+        help_text=(
+            "The live loop runs a cycle every 5 s, so a debug workload's patience or a gang's "
+            "wait for held nodes ends on time. The replay otherwise cycles at each event and "
+            "at most every 16 minutes while nothing changes (the tables in the documentation "
+            "are made so): with this, closer to the live loop, and up to twice the cycles."
+        ),
+    )
     start_day = forms.FloatField(
         label="Start (days after the first job)",
         min_value=0,

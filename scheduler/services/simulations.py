@@ -152,6 +152,7 @@ def simulation_job_create(
     policies: list[str] | None = None,
     start_day: float | None = None,
     days: float | None = None,
+    wake_at_timers: bool = False,
     upload: bytes | None = None,
     upload_name: str = "upload.csv",
     now: datetime | None = None,
@@ -160,6 +161,8 @@ def simulation_job_create(
 
     Raises ``ValidationError`` naming the field; nothing is created then. Whether ``user``
     may simulate for ``organization`` (a manager in it) is the caller's check.
+    ``wake_at_timers``: the replay also cycles when the engine's next timer is due
+    (``ReplayConfig.wake_at_timers``).
     """
     errors: dict[str, list[str]] = {}
     policies = list(policies or ["fairshare"])
@@ -213,6 +216,7 @@ def simulation_job_create(
                 "policies": policies,
                 "start_day": start_day,
                 "days": days,
+                "wake_at_timers": bool(wake_at_timers),
             },
             created_at=now,
             progress_note="Waiting for a worker.",
@@ -303,7 +307,12 @@ def simulation_job_run(*, job_id: int, now: datetime | None = None) -> Simulatio
     policies = params["policies"]
     try:
         trace, budget = _load(job)
-        config = ReplayConfig(gpus=params["gpus"], gpus_per_node=params["gpus_per_node"])
+        config = ReplayConfig(
+            gpus=params["gpus"],
+            gpus_per_node=params["gpus_per_node"],
+            # Jobs queued before the option existed have no such key: they ran without it.
+            wake_at_timers=params.get("wake_at_timers", False),
+        )
         SimulationJob.objects.filter(pk=job_id).update(
             progress_note=f"Replaying {len(trace.jobs):,} jobs under "
             f"{', '.join(policies)}, one policy after another."

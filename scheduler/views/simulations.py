@@ -80,6 +80,7 @@ def simulation_create(request: HttpRequest) -> HttpResponse:
             policies=data["policies"],
             start_day=data["start_day"],
             days=data["days"],
+            wake_at_timers=data["wake_at_timers"],
             # Read at most one byte past the limit: the service refuses it, naming the size.
             upload=upload.read(MAX_UPLOAD_READ) if upload else None,
             upload_name=upload.name if upload else "upload.csv",

@@ -134,6 +134,27 @@ def test_gzipped_upload_runs_in_process_to_done_with_metrics(personas):
 
 
 @pytest.mark.django_db
+def test_the_form_can_ask_the_replay_to_cycle_when_the_engines_timers_are_due(personas):
+    client = browser(personas.program_manager)
+    for extra in ({}, {"wake_at_timers": "on"}):
+        data = {**form(policies=["fairshare"]), "trace_file": upload(GOOD), **extra}
+        assert client.post("/simulator/run/", data).status_code == 302
+    plain, timed = SimulationJob.objects.order_by("pk")
+    assert [plain.parameters["wake_at_timers"], timed.parameters["wake_at_timers"]] == [False, True]
+    runs = [simulation_job_run(job_id=job.pk).result["metrics"][0] for job in (plain, timed)]
+    # b waits blocked at the head of its team's turn: the timed replay also cycles when that
+    # wait reaches the bound after which a node is held for it, and at each renewal; the
+    # plain one only at events and at periodic cycles that back off.
+    assert runs[1]["cycles"] > runs[0]["cycles"]
+    assert runs[1]["queue_wait_seconds"] == runs[0]["queue_wait_seconds"]
+    timed_page, plain_page = (
+        client.get(f"/simulator/{j.pk}/").content.decode() for j in (timed, plain)
+    )
+    assert "cycles also when a wait the engine keeps ends" in timed_page
+    assert "backing off to every 16 minutes" in plain_page
+
+
+@pytest.mark.django_db
 def test_live_tree_becomes_the_simulators_budget_with_project_slugs(personas):
     budget = live_budget_tree(cluster=personas.cluster)
     assert budget.to_dict() == {
