@@ -11,11 +11,13 @@ def figures_line(metrics: dict) -> str:
     window = metrics["submit_window"]
     waits = window["queue_wait_seconds"]
     return (
-        f"hourly delivery {window['hourly_delivery_ratio']:.1%}, worst team hourly "
+        f"hourly delivery {window['hourly_delivery_ratio']:.1%}, worst team "
+        f"{window['worst_team_delivery_ratio']:.1%}, hourly "
         f"{window['worst_team_hourly_delivery_ratio']:.1%}, occupancy at over-demand "
         f"{window['occupancy_when_oversubscribed']:.1%}, debug p50 "
         f"{waits['debug']['p50'] / 60:.1f} min, p90 {waits['debug']['p90'] / 60:.1f} min, other "
-        f"p90 {waits['other']['p90'] / 3600:.1f} h; whole replay: "
+        f"p90 {waits['other']['p90'] / 3600:.1f} h, gang p50 {waits['gang']['p50'] / 3600:.1f} h, "
+        f"p90 {waits['gang']['p90'] / 3600:.1f} h; whole replay: "
         f"{metrics['preemptions']:,} preemptions, "
         f"{metrics['lost_fraction_of_charged']:.2%} of charged lost"
     )
