@@ -26,9 +26,7 @@ import sys
 os.environ["ENGINE_NATIVE"] = "0"  # the variants replace methods of the view's class
 
 from scheduler.engine import policy_fairshare
-from scheduler.simulator import compute_metrics, replay
-from tests.bench.trace_source import each_variant_run
-from tests.bench.variant_report import figures_line
+from tests.bench.variant_report import print_variant_runs
 
 _View = policy_fairshare._FairShareView
 _PRODUCT = {
@@ -77,10 +75,7 @@ def _install(variant: str) -> None:
 
 
 def main(args: list[str]) -> None:
-    for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
-        _install(variant)
-        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
-    _install("none")
+    print_variant_runs(args, VARIANTS, _install)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,7 @@ import sys
 os.environ["ENGINE_NATIVE"] = "0"  # the variant replaces a function the walk calls
 
 from scheduler.engine import walk, walk_reserve
-from scheduler.simulator import compute_metrics, replay
-from tests.bench.trace_source import each_variant_run
-from tests.bench.variant_report import figures_line
+from tests.bench.variant_report import print_variant_runs
 
 _PRODUCT_WALK_GROUP = walk.Walk._walk_group
 _PRODUCT_RESERVE = walk_reserve.reserve
@@ -62,10 +60,7 @@ def _install(variant: str) -> None:
 
 
 def main(args: list[str]) -> None:
-    for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
-        _install(variant)
-        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
-    _install("none")
+    print_variant_runs(args, VARIANTS, _install)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """The line of figures the tools that replay variants of ``fairshare`` print for each run
 (``debug_reclaim``, ``debug_patience``): the submit window's delivery, occupancy and waits, and
-the whole replay's churn."""
+the whole replay's churn; and the loop those tools share (``print_variant_runs``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.simulator import compute_metrics, replay
+from tests.bench.trace_source import each_variant_run
 
 
 def figures_line(metrics: dict) -> str:
@@ -21,3 +26,15 @@ def figures_line(metrics: dict) -> str:
         f"{metrics['preemptions']:,} preemptions, "
         f"{metrics['lost_fraction_of_charged']:.2%} of charged lost"
     )
+
+
+def print_variant_runs(
+    args: list[str], variants: tuple[str, ...], install: Callable[[str], None]
+) -> None:
+    """Replay each ``variant:gpus[:first N jobs]`` argument (``--trace PATH`` first: another
+    trace) with ``install(variant)`` in place and print its ``figures_line``; the first of
+    ``variants`` (the product's rules) is put back at the end."""
+    for arg, variant, trace, budgets, config in each_variant_run(args, variants):
+        install(variant)
+        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
+    install(variants[0])
