@@ -164,25 +164,12 @@ def simulation_job_create(
     ``wake_at_timers``: the replay also cycles when the engine's next timer is due
     (``ReplayConfig.wake_at_timers``).
     """
-    errors: dict[str, list[str]] = {}
     policies = list(policies or ["fairshare"])
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown or not policies:
-        errors["policies"] = [f"Choose among {', '.join(POLICIES)}."]
-    try:
-        ReplayConfig(gpus=gpus, gpus_per_node=gpus_per_node).validate()
-    except ConfigError as exc:
-        errors["gpus"] = [f"{str(exc)[0].upper()}{str(exc)[1:]}."]
-    if gpus > MAX_GPUS:
-        errors["gpus"] = [f"At most {MAX_GPUS:,} GPUs in a browser simulation."]
+    errors = _setting_errors(gpus, gpus_per_node, policies, start_day, days)
     if budgets not in BUDGET_MODES:
         errors["budgets"] = ["Choose the live tree of a cluster or proportional budgets."]
     elif budgets == "live" and (cluster is None or cluster.organization_id != organization.id):
         errors["cluster"] = ["Choose the cluster whose live budget tree to use."]
-    if start_day is not None and start_day < 0:
-        errors["start_day"] = ["Must be 0 or more days."]
-    if days is not None and days <= 0:
-        errors["days"] = ["Must be more than 0 days."]
     text = ""
     name = "Philly (bundled)"
     if trace_source == "upload":
@@ -223,6 +210,26 @@ def simulation_job_create(
         )
         transaction.on_commit(lambda: _enqueue(job.pk), robust=True)
     return job
+
+
+def _setting_errors(
+    gpus: int, gpus_per_node: int, policies: list[str], start_day, days
+) -> dict[str, list[str]]:
+    """What is wrong with the cluster's shape, the policies and the window, by field."""
+    errors: dict[str, list[str]] = {}
+    if not policies or any(p not in POLICIES for p in policies):
+        errors["policies"] = [f"Choose among {', '.join(POLICIES)}."]
+    try:
+        ReplayConfig(gpus=gpus, gpus_per_node=gpus_per_node).validate()
+    except ConfigError as exc:
+        errors["gpus"] = [f"{str(exc)[0].upper()}{str(exc)[1:]}."]
+    if gpus > MAX_GPUS:
+        errors["gpus"] = [f"At most {MAX_GPUS:,} GPUs in a browser simulation."]
+    if start_day is not None and start_day < 0:
+        errors["start_day"] = ["Must be 0 or more days."]
+    if days is not None and days <= 0:
+        errors["days"] = ["Must be more than 0 days."]
+    return errors
 
 
 def _enqueue(job_id: int) -> None:
