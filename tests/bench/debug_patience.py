@@ -20,16 +20,13 @@ incremental engine's memos follow the product's rules, not these. A few minutes 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 
 os.environ["ENGINE_NATIVE"] = "0"  # the variants wrap a function the walk calls
 
 from scheduler.engine import walk_victims
-from scheduler.simulator import compute_metrics, replay
-from tests.bench.trace_source import each_variant_run
-from tests.bench.variant_report import figures_line
+from tests.bench.variant_report import print_variant_runs
 
 CAPS = {"own": None, "5min": 300.0, "1min": 60.0}
 _PRODUCT = walk_victims.preempt
@@ -62,11 +59,7 @@ def _install(cap: float | None) -> None:
 
 
 def main(args: list[str]) -> None:
-    for arg, variant, trace, budgets, config in each_variant_run(args, tuple(CAPS)):
-        _install(CAPS[variant])
-        config = dataclasses.replace(config, wake_at_timers=True)
-        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
-    _install(None)
+    print_variant_runs(args, tuple(CAPS), lambda variant: _install(CAPS[variant]), True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from collections import Counter
 
 from scheduler.engine import Scheduler, make_policy
 from scheduler.simulator import replay
-from tests.bench.trace_source import first_jobs, from_args, loaded, run_spec
+from tests.bench.trace_source import RunSpec, first_jobs, from_args, loaded, run_spec
 
 SAMPLE_SECONDS = 900.0
 HOLDERS = ("own", "crosses", "within", "above")
@@ -112,8 +112,7 @@ def causes(team: str, policy: str, gpus: int, trace, budgets) -> Counter[str]:
         wrappers.append(_Sampled(sched, team, entitled, (min(submits), max(submits))))
         return wrappers[-1]
 
-    config = run_spec(f"{policy}:{gpus}").config()
-    replay(trace, budgets, config, scheduler_factory=factory)
+    replay(trace, budgets, RunSpec(policy, gpus, None).config(), scheduler_factory=factory)
     return wrappers[0].totals
 
 

@@ -1,9 +1,11 @@
 """The line of figures the tools that replay variants of ``fairshare`` print for each run
-(``debug_reclaim``, ``debug_patience``): the submit window's delivery, occupancy and waits, and
-the whole replay's churn; and the loop those tools share (``print_variant_runs``)."""
+(``debug_reclaim``, ``debug_patience``, ``guarantee_gang_holds``): the submit window's
+delivery, occupancy and waits, and the whole replay's churn; and the loop those tools share
+(``print_variant_runs``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from scheduler.simulator import compute_metrics, replay
@@ -29,12 +31,17 @@ def figures_line(metrics: dict) -> str:
 
 
 def print_variant_runs(
-    args: list[str], variants: tuple[str, ...], install: Callable[[str], None]
+    args: list[str],
+    variants: tuple[str, ...],
+    install: Callable[[str], None],
+    wake_at_timers: bool = False,
 ) -> None:
     """Replay each ``variant:gpus[:first N jobs]`` argument (``--trace PATH`` first: another
     trace) with ``install(variant)`` in place and print its ``figures_line``; the first of
-    ``variants`` (the product's rules) is put back at the end."""
+    ``variants`` (the product's rules) is put back at the end. ``wake_at_timers``: the
+    replays also cycle at the engine's timers (``ReplayConfig.wake_at_timers``)."""
     for arg, variant, trace, budgets, config in each_variant_run(args, variants):
         install(variant)
+        config = dataclasses.replace(config, wake_at_timers=wake_at_timers)
         print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
     install(variants[0])
