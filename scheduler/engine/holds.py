@@ -13,7 +13,10 @@ for hours; three rules put them to use without delaying the holder for long:
   the work the gang already waits for on its held nodes (``hold_ready``). Such a loan delays
   the gang only when that work ends before its protection, and never past the moment that
   protection would have ended; a stream of loans cannot starve the gang, since borrowers do
-  not count in ``hold_ready``.
+  not count in ``hold_ready``. Work the gang may never evict (its own project's, of no lower
+  class) has no such moment: the gang waits for it to end, whenever that is, so work of any
+  length may borrow the other GPUs meanwhile and delays the gang by at most its protection
+  beyond that end.
 - **Recall.** A holder first tries to start by evicting its own borrowers that are past
   their protection (no break-even patience: the borrower agreed to yield).
 - **Moves.** A single-node holder that has waited ``gang_reserve_after`` (the bound a gang
@@ -47,6 +50,8 @@ from scheduler.engine.records import Job
 if TYPE_CHECKING:
     from scheduler.engine.walk import Walk
 
+_NEVER = float("inf")  # ``hold_ready`` of a gang waiting for work it may never evict
+
 
 def loanable(walk: Walk, job: Job) -> bool:
     """May ``job`` borrow held GPUs at all? Charged single-node work (how long its run may
@@ -54,15 +59,23 @@ def loanable(walk: Walk, job: Job) -> bool:
     return walk.s.policy.lends_holds and job.charged and job.nodes == 1
 
 
-def hold_ready(walk: Walk, nodes: list[int]) -> float:
-    """When a gang holding ``nodes`` could first have them all by eviction: the latest
-    protection of the work on them (its own borrowers aside, they yield), or now."""
+def hold_ready(walk: Walk, job: Job, nodes: list[int]) -> float:
+    """When gang ``job`` holding ``nodes`` could first have them all by eviction: the latest
+    protection of the work on them (its own borrowers aside, they yield), or now. Infinite
+    when one of them runs work the gang may never evict, its own project's work of no lower
+    class (``walk_victims.may_evict_own``): the gang then waits for that work to end, a
+    moment nobody knows, and any loan ends its protection before it."""
     run, cap = walk.s._run, walk.cap
+    own_class = (-job.w.priority, job.mr)
     ready = walk.now
     for idx in nodes:
         for wid in cap.nodes[idx].running:
             v = run[wid]
-            if v.loan_for is None and v.protected_until > ready:
+            if v.loan_for is not None:
+                continue
+            if v.charged and v.project == job.project and (-v.w.priority, v.mr) <= own_class:
+                return _NEVER
+            if v.protected_until > ready:
                 ready = v.protected_until
     return ready
 

@@ -61,7 +61,7 @@ def reserve(walk: Walk, job: Job) -> None:
     if chosen is not None:
         for held in chosen:
             reserved[held] = job.id
-        ready = walk.hold_ready[job.id] = holds.hold_ready(walk, chosen)
+        ready = walk.hold_ready[job.id] = holds.hold_ready(walk, job, chosen)
         walk.hold_ready_latest = max(walk.hold_ready_latest, ready)
 
 

@@ -6,7 +6,10 @@ the live engine) and for measuring how good that estimate is on a real trace
 
 - running work ends when its declared work is done (``remaining``; work without a declared
   duration runs past the horizon, never freeing its GPUs inside the estimate);
-- work started in the estimate runs its declared work;
+- work started in the estimate runs its declared work; work preempted in the estimate keeps
+  what it did up to its last checkpoint and pays the restart overhead (the engine's
+  ``checkpoint_interval`` and ``restart_overhead``, as the replay does), or starts over when
+  it cannot resume;
 - nothing new arrives, and the fair-share order stays as it is (the usage window is not
   advanced);
 - the policy decides exactly as in production (preemption, minimum runtimes, reservations).
@@ -17,6 +20,7 @@ Pure Python: no Django, no database. The scheduler passed in is changed: give it
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -59,38 +63,20 @@ def forward_starts(
     if not targets:
         return out
     horizon = now + horizon_seconds
-    # Finish events (time, seq, workload id, generation): a preempted run's finish is stale.
-    events: list[tuple[float, int, str, int]] = []
-    generation: dict[str, int] = {}
-    seq = 0
-    for workload_id in sorted(sched.running):
-        left = remaining.get(workload_id)
-        if left is not None:
-            seq += 1
-            heapq.heappush(events, (now + left, seq, workload_id, 0))
+    work = _Work(sched, remaining, now)
     t = now
     idle_since: float | None = None
     while out.steps < max_steps:
         # Apply every finish due now, then one cycle (as the replay does).
-        while events and events[0][0] <= t:
-            _, _, workload_id, gen = heapq.heappop(events)
-            if gen == generation.get(workload_id, 0) and workload_id in sched.running:
-                sched.finish(workload_id)
+        work.finish_due(t)
         result = sched.cycle(t, usage)
         out.steps += 1
+        for preemption in result.preemptions:
+            work.preempted(preemption.workload_id, t)
         for start in result.starts:
             if start.workload_id in targets and start.workload_id not in out.starts:
                 out.starts[start.workload_id] = t
-            left = remaining.get(start.workload_id)
-            if left is not None:
-                seq += 1
-                heapq.heappush(
-                    events, (t + left, seq, start.workload_id, generation.get(start.workload_id, 0))
-                )
-        for preemption in result.preemptions:
-            # The engine requeued it; its pending finish no longer applies. (A requeued
-            # resumable workload's lost work is ignored: an estimate, not a replay.)
-            generation[preemption.workload_id] = generation.get(preemption.workload_id, 0) + 1
+            work.started(start.workload_id, t)
         if targets <= out.starts.keys() or sched.pending_count() == 0:
             return out
         deadlines = [
@@ -98,11 +84,10 @@ def forward_starts(
             for r in sched.running.values()
             if r.start_time + r.workload.min_runtime > t
         ]
-        candidates = [t + TICK_SECONDS, *deadlines]
-        if events:
-            candidates.append(events[0][0])
-        candidates.append(sched.next_wait_timer(t))
-        if events or deadlines or result.starts or result.preemptions:
+        candidates = [t + TICK_SECONDS, *deadlines, sched.next_wait_timer(t)]
+        if work.events:
+            candidates.append(work.events[0][0])
+        if work.events or deadlines or result.starts or result.preemptions:
             idle_since = None
         else:
             # Nothing will end by itself and nothing changed: only a timer could still
@@ -116,3 +101,63 @@ def forward_starts(
             return out
     out.truncated = True
     return out
+
+
+class _Work:
+    """The work left of each workload as the forward run goes, and when runs end.
+
+    ``events``: finish events (time, seq, workload id, generation), a heap; a preempted run's
+    finish is stale (its generation moved on). A run is judged against its start and the
+    work it had left then: a preempted resumable workload keeps what it did up to its last
+    checkpoint and pays the restart overhead (the engine's ``PolicyParams``, as the replay
+    does); other work starts over.
+    """
+
+    def __init__(self, sched, remaining: Mapping[str, float], now: float) -> None:
+        self.sched = sched
+        self.events: list[tuple[float, int, str, int]] = []
+        self.generation: dict[str, int] = {}
+        self.left = dict(remaining)
+        # workload id -> (run start, work left then, it resumes)
+        self.runs: dict[str, tuple[float, float, bool]] = {}
+        self.seq = 0
+        for workload_id, run in sorted(sched.running.items()):
+            left = remaining.get(workload_id)
+            if left is not None:
+                ran = max(0.0, now - run.start_time)
+                self._push(workload_id, run.start_time, left + ran, now + left)
+
+    def _push(self, workload_id: str, started: float, left: float, ends: float) -> None:
+        resumable = self.sched.running[workload_id].workload.resumable
+        self.runs[workload_id] = (started, left, resumable)
+        self.seq += 1
+        gen = self.generation.get(workload_id, 0)
+        heapq.heappush(self.events, (ends, self.seq, workload_id, gen))
+
+    def finish_due(self, t: float) -> None:
+        """Tell the scheduler of every run whose work is done by ``t``."""
+        events, sched = self.events, self.sched
+        while events and events[0][0] <= t:
+            _, _, workload_id, gen = heapq.heappop(events)
+            if gen == self.generation.get(workload_id, 0) and workload_id in sched.running:
+                sched.finish(workload_id)
+
+    def started(self, workload_id: str, t: float) -> None:
+        """A run of ``workload_id`` started at ``t``: it ends when its work left is done."""
+        left = self.left.get(workload_id)
+        if left is not None:
+            self._push(workload_id, t, left, t + left)
+
+    def preempted(self, workload_id: str, t: float) -> None:
+        """The run of ``workload_id`` was preempted at ``t`` (the engine requeued it)."""
+        self.generation[workload_id] = self.generation.get(workload_id, 0) + 1
+        run = self.runs.pop(workload_id, None)
+        if run is None:
+            return
+        started, left, resumable = run
+        params = self.sched.params
+        interval = params.checkpoint_interval
+        if resumable and interval > 0:
+            saved = min(math.floor(max(0.0, t - started) / interval) * interval, left)
+            left = left - saved + params.restart_overhead
+        self.left[workload_id] = left

@@ -329,10 +329,10 @@ def test_a_start_on_a_gangs_node_lets_longer_work_borrow_it_within_the_failed_se
 
     At +33 min, with nothing freed since, alpha's 2-GPU run of priority 1 (8 h) goes before
     the gang in alpha's turn and starts on n0 (6 free, the fullest with room; the hold is
-    made afresh after it). The gang holds n0 and n1 again, now needed no earlier than that
-    run's protection, +33 min + 8 h. beta's run would end its protection at +33 min + 7.5 h,
-    before that: it borrows. The memo of its failed search must not hide that (it did: a
-    hold's readiness grows with a start on its node, which frees nothing)."""
+    made afresh after it). The gang holds n0 and n1 again, now waiting for that run to end:
+    its own project's work of a better class, which it may never evict. So beta's run may
+    borrow, whatever its protection. The memo of its failed search must not hide that (it did:
+    a hold's readiness grows with a start on its node, which frees nothing)."""
     seven = 7 * HOUR
     for incremental in (True, False):
         sched = Scheduler(
@@ -354,3 +354,44 @@ def test_a_start_on_a_gangs_node_lets_longer_work_borrow_it_within_the_failed_se
         assert placement_of(result, "first") == {"n0": 2}
         assert placement_of(result, "train") == {"n0": 4}
         assert sched.running["train"].loan_for == "gang"
+
+
+def gang_waiting_on_its_own_work() -> Scheduler:
+    """``gang_waiting_on_protected_work`` with alpha's own work on the nodes the gang holds:
+    alpha's fillers (2 GPUs on n0 and on n1, the gang's class: 1 h minimum runtime, protected
+    until T0 + 1 h) are work the gang may never evict, so it waits for them to end, whenever
+    that is. beta's filler takes all of n2."""
+    sched = build_scheduler(build_nodes(3), halves(), max_reserved_fraction=1.0)
+    run(sched, "a0", "alpha", {"n0": 2}, min_runtime=HOUR)
+    run(sched, "a1", "alpha", {"n1": 2}, min_runtime=HOUR)
+    run(sched, "f2", "beta", {"n2": 8})
+    sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=T0))
+    assert sched.cycle(T0, BETA_OVER).starts == []
+    return sched
+
+
+def test_work_of_any_length_borrows_a_gangs_node_held_for_its_own_projects_work():
+    sched = gang_waiting_on_its_own_work()
+    # beta's run submitted at +31 min is protected until T0 + 1 h 31 min, past the fillers'
+    # T0 + 1 h; but the gang cannot have n0 and n1 before the fillers end, which nobody
+    # knows: judged by their protection, beta's run would have waited beside 12 idle GPUs.
+    sched.submit(build_workload("train", "beta", 4, submit=T0 + 31 * MINUTE))
+    result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER, explain=True)
+    assert "holding n0, n1" in result.reasons["gang"]
+    assert "waits for its own project's work on them to end" in result.reasons["gang"]
+    (start,) = result.starts
+    assert start.workload_id == "train" and start.loan_for == "gang"
+    assert set(start.placement) <= {"n0", "n1"}
+
+
+def test_the_gang_takes_back_a_node_lent_while_it_waited_for_its_own_work():
+    sched = gang_waiting_on_its_own_work()
+    sched.submit(build_workload("train", "beta", 4, submit=T0 + 31 * MINUTE))
+    assert started_ids(sched.cycle(T0 + 31 * MINUTE, BETA_OVER)) == ["train"]
+    # At T0 + 2 h alpha's fillers have ended and beta's run is past its protection
+    # (T0 + 1 h 31 min): the gang evicts its borrower and starts on n0 and n1.
+    sched.finish("a0")
+    sched.finish("a1")
+    result = sched.cycle(T0 + 2 * HOUR, BETA_OVER)
+    assert preempted_ids(result) == ["train"]
+    assert placement_of(result, "gang") == {"n0": 8, "n1": 8}

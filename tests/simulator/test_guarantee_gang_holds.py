@@ -6,8 +6,8 @@ B's gang ``b3`` (16 GPUs; B holds 12) holds the two nodes with 2 free GPUs each 
 ``a3`` (A, 2 GPUs; A holds 15 of its 16) arrives at 00:50 and fits only there. As the product
 is, it waits: B, holding the smaller part of its entitlement, comes first in the guarantee
 pass and its gang holds those nodes before A's turn. With ``yields`` it starts at once, in A's
-guarantee turn, and the gang holds in the ordinary pass after it. The gang starts when the
-hour-long runs end (10 h) either way: ``a3`` runs an hour.
+guarantee turn, and the gang holds in the ordinary pass after it. The gang starts at 02:30
+either way, clearing ``b1`` and ``b2`` once past their protection: ``a3`` runs an hour.
 """
 
 from tests.plain_python import plain_python_json
@@ -35,4 +35,4 @@ def test_with_yields_the_guaranteed_workload_starts_on_the_gangs_nodes_at_once()
     out = plain_python_json(_SCRIPT)
     assert out["none"]["a3"] > 0
     assert out["yields"]["a3"] == 0
-    assert out["none"]["b3"] == out["yields"]["b3"] == 36000 - 60
+    assert out["none"]["b3"] == out["yields"]["b3"] == 9000 - 60
