@@ -139,7 +139,7 @@ def test_the_range_is_the_wait_times_the_measured_ratios():
     assert estimate_range(now=now, estimate=now + timedelta(minutes=29)) is None
     assert estimate_range(now=now, estimate=None) is None
     low, high = estimate_range(now=now, estimate=now + timedelta(hours=10))
-    assert (low - now, high - now) == (timedelta(hours=9), timedelta(hours=33))
+    assert (low - now, high - now) == (timedelta(hours=9), timedelta(hours=34))
 
 
 def test_researcher_submits_through_the_form_and_bad_input_names_the_field(personas):
