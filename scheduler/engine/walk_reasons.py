@@ -52,8 +52,8 @@ def lending(walk: Walk, job: Job) -> str:
     ready = walk.hold_ready.get(job.id)
     if ready == float("inf"):
         return (
-            " (it waits for its own project's work on them to end, so meanwhile any work may "
-            "borrow the free GPUs; it yields once past its minimum runtime)"
+            " (it waits for its own project's work on them to end; meanwhile work of any length "
+            "may borrow the free GPUs and yields to it once past its minimum runtime)"
         )
     if ready is not None and ready - walk.now > longest:
         longest = ready - walk.now
