@@ -11,6 +11,8 @@ Each case below is worked by hand: the numbers in the comments are the whole arg
 
 from __future__ import annotations
 
+import pytest
+
 from scheduler.engine import PolicyParams, Scheduler, make_policy
 from tests.engine.conftest import (
     HOUR,
@@ -283,31 +285,24 @@ def test_without_the_debug_job_the_window_rank_decides():
     assert started_ids(result) == ["a-train"]
 
 
-def gang_waiting_on_protected_work() -> Scheduler:
-    """Three 8-GPU nodes, halves: beta's fillers take 2 GPUs of n0, 2 of n1 and all of n2,
-    each protected until T0 + 8 h. alpha's 2-node gang (16 GPUs) fits nowhere; 31 minutes
-    at the head of its turn it holds n0 and n1 (the emptiest; no cap on held nodes), which
-    it cannot have before T0 + 8 h by eviction: its hold is needed no earlier than that."""
+def gang_holding_fillers(project: str, min_runtime: float = LONG) -> Scheduler:
+    """Three 8-GPU nodes, halves: ``project``'s fillers take 2 GPUs of n0 and 2 of n1,
+    protected for ``min_runtime`` from T0, and beta's filler all of n2 (protected for 8 h).
+    alpha's 2-node gang (16 GPUs) fits nowhere; 31 minutes at the head of its turn it holds
+    n0 and n1 (the emptiest; no cap on held nodes)."""
     sched = build_scheduler(build_nodes(3), halves(), max_reserved_fraction=1.0)
-    run(sched, "f0", "beta", {"n0": 2})
-    run(sched, "f1", "beta", {"n1": 2})
+    run(sched, "f0", project, {"n0": 2}, min_runtime=min_runtime)
+    run(sched, "f1", project, {"n1": 2}, min_runtime=min_runtime)
     run(sched, "f2", "beta", {"n2": 8})
     sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=T0))
     assert sched.cycle(T0, BETA_OVER).starts == []
     return sched
 
 
-def test_work_that_ends_before_what_a_gang_waits_for_borrows_its_held_node():
-    sched = gang_waiting_on_protected_work()
-    # A 2 h training run submitted at +31 min is protected until T0 + 2 h 31 min, long
-    # before the fillers' T0 + 8 h: it borrows a held node and yields once past that.
-    sched.submit(build_workload("train", "beta", 4, submit=T0 + 31 * MINUTE))
-    result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER, explain=True)
-    assert "holding n0, n1" in result.reasons["gang"]
-    assert "work protected for at most 7.5 h may borrow" in result.reasons["gang"]
-    (start,) = result.starts
-    assert start.workload_id == "train" and start.loan_for == "gang"
-    assert set(start.placement) <= {"n0", "n1"}
+def gang_waiting_on_protected_work() -> Scheduler:
+    """``gang_holding_fillers`` with beta's fillers, protected until T0 + 8 h: the gang
+    cannot have n0 and n1 before then by eviction, so its hold is needed no earlier."""
+    return gang_holding_fillers("beta")
 
 
 def test_work_that_outlasts_what_a_gang_waits_for_does_not_borrow():
@@ -357,28 +352,30 @@ def test_a_start_on_a_gangs_node_lets_longer_work_borrow_it_within_the_failed_se
 
 
 def gang_waiting_on_its_own_work() -> Scheduler:
-    """``gang_waiting_on_protected_work`` with alpha's own work on the nodes the gang holds:
-    alpha's fillers (2 GPUs on n0 and on n1, the gang's class: 1 h minimum runtime, protected
-    until T0 + 1 h) are work the gang may never evict, so it waits for them to end, whenever
-    that is. beta's filler takes all of n2."""
-    sched = build_scheduler(build_nodes(3), halves(), max_reserved_fraction=1.0)
-    run(sched, "a0", "alpha", {"n0": 2}, min_runtime=HOUR)
-    run(sched, "a1", "alpha", {"n1": 2}, min_runtime=HOUR)
-    run(sched, "f2", "beta", {"n2": 8})
-    sched.submit(build_workload("gang", "alpha", 16, nodes=2, submit=T0))
-    assert sched.cycle(T0, BETA_OVER).starts == []
-    return sched
+    """``gang_holding_fillers`` with alpha's own fillers of the gang's class (1 h minimum
+    runtime, protected until T0 + 1 h): work the gang may never evict, so it waits for them
+    to end, whenever that is."""
+    return gang_holding_fillers("alpha", HOUR)
 
 
-def test_work_of_any_length_borrows_a_gangs_node_held_for_its_own_projects_work():
-    sched = gang_waiting_on_its_own_work()
-    # beta's run submitted at +31 min is protected until T0 + 1 h 31 min, past the fillers'
-    # T0 + 1 h; but the gang cannot have n0 and n1 before the fillers end, which nobody
-    # knows: judged by their protection, beta's run would have waited beside 12 idle GPUs.
+@pytest.mark.parametrize(
+    ("held", "words"),
+    [
+        (gang_waiting_on_protected_work, "work protected for at most 7.5 h may borrow"),
+        (gang_waiting_on_its_own_work, "waits for its own project's work on them to end"),
+    ],
+)
+def test_a_run_that_ends_its_protection_before_the_gang_can_have_its_nodes_borrows_one(held, words):
+    """beta's 1 h run submitted at +31 min is protected until T0 + 1 h 31 min. Beside beta's
+    fillers (protected until T0 + 8 h) that is long before the gang could have its nodes by
+    eviction. Beside alpha's own fillers it is after their protection ends (T0 + 1 h), but the
+    gang cannot have n0 and n1 before they end, which nobody knows: judged by their
+    protection, beta's run would have waited beside 12 idle GPUs. Either way it borrows."""
+    sched = held()
     sched.submit(build_workload("train", "beta", 4, submit=T0 + 31 * MINUTE))
     result = sched.cycle(T0 + 31 * MINUTE, BETA_OVER, explain=True)
     assert "holding n0, n1" in result.reasons["gang"]
-    assert "waits for its own project's work on them to end" in result.reasons["gang"]
+    assert words in result.reasons["gang"]
     (start,) = result.starts
     assert start.workload_id == "train" and start.loan_for == "gang"
     assert set(start.placement) <= {"n0", "n1"}
@@ -390,8 +387,8 @@ def test_the_gang_takes_back_a_node_lent_while_it_waited_for_its_own_work():
     assert started_ids(sched.cycle(T0 + 31 * MINUTE, BETA_OVER)) == ["train"]
     # At T0 + 2 h alpha's fillers have ended and beta's run is past its protection
     # (T0 + 1 h 31 min): the gang evicts its borrower and starts on n0 and n1.
-    sched.finish("a0")
-    sched.finish("a1")
+    sched.finish("f0")
+    sched.finish("f1")
     result = sched.cycle(T0 + 2 * HOUR, BETA_OVER)
     assert preempted_ids(result) == ["train"]
     assert placement_of(result, "gang") == {"n0": 8, "n1": 8}
