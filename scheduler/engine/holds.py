@@ -50,7 +50,7 @@ from scheduler.engine.records import Job
 if TYPE_CHECKING:
     from scheduler.engine.walk import Walk
 
-_NEVER = float("inf")  # ``hold_ready`` of a gang waiting for work it may never evict
+NEVER = float("inf")  # ``hold_ready`` of a gang waiting for work it may never evict
 
 
 def loanable(walk: Walk, job: Job) -> bool:
@@ -74,7 +74,7 @@ def hold_ready(walk: Walk, job: Job, nodes: list[int]) -> float:
             if v.loan_for is not None:
                 continue
             if v.charged and v.project == job.project and (-v.w.priority, v.mr) <= own_class:
-                return _NEVER
+                return NEVER
             if v.protected_until > ready:
                 ready = v.protected_until
     return ready

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scheduler.engine import holds, walk_reserve
 from scheduler.engine import reasons as words
-from scheduler.engine import walk_reserve
 from scheduler.engine.records import Job
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def lending(walk: Walk, job: Job) -> str:
         return ""
     longest = walk.params.debug_min_runtime
     ready = walk.hold_ready.get(job.id)
-    if ready == float("inf"):
+    if ready == holds.NEVER:
         return (
             " (it waits for its own project's work on them to end; meanwhile work of any length "
             "may borrow the free GPUs and yields to it once past its minimum runtime)"

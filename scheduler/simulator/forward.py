@@ -20,9 +20,10 @@ Pure Python: no Django, no database. The scheduler passed in is changed: give it
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from scheduler.simulator.replay_records import checkpointed_seconds
 
 # Decisions that depend only on time passing (a patience or a gang's wait reaching its
 # bound) are taken when the engine's timers say (``Scheduler.next_wait_timer``), as the live
@@ -158,6 +159,6 @@ class _Work:
         params = self.sched.params
         interval = params.checkpoint_interval
         if resumable and interval > 0:
-            saved = min(math.floor(max(0.0, t - started) / interval) * interval, left)
+            saved = checkpointed_seconds(max(0.0, t - started), left, interval)
             left = left - saved + params.restart_overhead
         self.left[workload_id] = left

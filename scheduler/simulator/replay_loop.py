@@ -17,6 +17,7 @@ from scheduler.simulator.replay_records import (
     PreemptionEvent,
     ReplayConfig,
     Run,
+    checkpointed_seconds,
 )
 from scheduler.simulator.traces import TraceJob
 
@@ -238,8 +239,7 @@ class EventLoop:
         assert rec.run_start is not None  # it runs: set when it started
         ran = t - rec.run_start
         if rec.resumable:
-            ckpt = self.ckpt
-            saved = min(math.floor(ran / ckpt) * ckpt, rec.remaining)
+            saved = checkpointed_seconds(ran, rec.remaining, self.ckpt)
             lost = ran - saved + self.overhead
             rec.remaining = rec.remaining - saved + self.overhead
         else:

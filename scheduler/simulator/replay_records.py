@@ -7,6 +7,7 @@ records on every event.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from scheduler.simulator.contract import ContractRule
@@ -18,6 +19,13 @@ from scheduler.simulator.traces import TraceJob
 # utilization from the trace.
 IDLE_UTILIZATION = 0.05
 IDLE_AFTER = 1800.0
+
+
+def checkpointed_seconds(ran: float, left: float, checkpoint_interval: float) -> float:
+    """The work a resumable run keeps when preempted after running ``ran`` seconds with
+    ``left`` seconds of work at its start: up to its last checkpoint, never more than it had
+    left. The replay and the queue page's forward estimate both apply it."""
+    return min(math.floor(ran / checkpoint_interval) * checkpoint_interval, left)
 
 
 class ConfigError(ValueError):
