@@ -339,7 +339,8 @@ class SchedulerIndexes:
     def next_timer(self) -> float:
         """When the engine next wants a cycle though nothing else changes (a patience or a
         wait reaching its bound, a failed search's memo running out; infinity: never). The
-        live loop's cycles every few seconds honour it; a replay may wake at it."""
+        live loop's cycles every few seconds honour it. A replay wakes at
+        ``next_wait_timer`` instead, which both paths of the engine keep alike."""
         return self._next_timer
 
     def next_wait_timer(self, after: float) -> float:
@@ -348,7 +349,9 @@ class SchedulerIndexes:
         searches' memos running out: a run forward in which nothing arrives (the queue page's
         estimate) searches again at its next finish or minimum-runtime end, when the state
         the search failed on has changed, and waking at each memo would spend its step bound
-        on searches that fail again."""
+        on searches that fail again. And when a memo runs out depends on which path made it:
+        the reference (``incremental=False``) repeats some searches that the incremental
+        path skips, and renews their memos then; the waits are the same on both paths."""
         return min((at for at, search in self._timers if search is None and at > after),
                    default=float("inf"))  # fmt: skip
 

@@ -109,7 +109,7 @@ class EventLoop:
             t_tick = self.next_tick
             if self.wake_at_timers and t_tick < math.inf:
                 # A timer due sooner is a tick of its own (it backs off the same way).
-                t_timer = self.sched.next_timer()
+                t_timer = self.sched.next_wait_timer(now)
                 if now < t_timer < t_tick:
                     t_tick = t_timer
             t = min(t_submit, t_event, t_tick, t_change)

@@ -46,9 +46,12 @@ class ReplayConfig:
     cycle_interval: float = 60.0
     max_cycle_interval: float = 960.0  # back-off bound for fruitless periodic cycles
     wake_at_min_runtime: bool = True  # run a cycle the moment a run becomes preemptible
-    # Also run a cycle when the engine's next timer is due (``Scheduler.next_timer``: a
+    # Also run a cycle when a wait the engine keeps ends (``Scheduler.next_wait_timer``: a
     # patience ending, a wait reaching the hold bound), as the live loop's cycles every few
-    # seconds do; otherwise such a decision waits for the next event or periodic cycle.
+    # seconds do; otherwise such a decision waits for the next event or periodic cycle. A
+    # failed search's memo running out is left to those cycles: when it runs out depends
+    # on how often the search was repeated, which the engine's reference path does more
+    # often than the incremental one, and the two must wake at the same moments.
     wake_at_timers: bool = False
     record_runs: bool = True
     # False: the engine recomputes every cycle what it otherwise keeps between cycles (the

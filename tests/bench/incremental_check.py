@@ -2,7 +2,9 @@
 
 Run: ``.venv/bin/python -m tests.bench.incremental_check fairshare:256 fairshare:512`` —
 each argument is ``policy:gpus[:first N jobs]``; ``--trace var/sim/philly-variant.csv``
-first replays a canonical trace instead, with budgets proportional to GPU-hours.
+first replays a canonical trace instead, with budgets proportional to GPU-hours;
+``--wake-at-timers`` (before the arguments, after ``--trace PATH``) replays waking also at
+the engine's timers, and compares when each path next wants a cycle too.
 
 The property tests (``tests/engine/test_incremental.py``) replay small random traces and a
 slice of Philly through ``Scheduler(incremental=True)`` and ``incremental=False`` and compare
@@ -22,10 +24,12 @@ from tests.engine.test_incremental import recorded_orders
 
 
 def main(args: list[str]) -> None:
+    timers = "--wake-at-timers" in args
+    args = [arg for arg in args if arg != "--wake-at-timers"]
     for arg, trace, budgets, config in each_run(args):
         gpus, policy = config.gpus, config.policy
-        reference = recorded_orders(trace, budgets, gpus, policy, incremental=False)
-        incremental = recorded_orders(trace, budgets, gpus, policy, incremental=True)
+        reference = recorded_orders(trace, budgets, gpus, policy, False, timers=timers)
+        incremental = recorded_orders(trace, budgets, gpus, policy, True, timers=timers)
         print(f"{arg}: {len(reference):,} / {len(incremental):,} cycles ordered something")
         for i, (ref, inc) in enumerate(zip(reference, incremental, strict=False)):
             if ref != inc:

@@ -75,12 +75,17 @@ def cycle_orders(result) -> tuple[list, list]:
 class _Recording:
     """A scheduler whose cycles append their orders to ``log``; everything else is the
     scheduler's own (a wrapper: the native build's classes cannot be patched). With
-    ``explain``, every cycle explains, as the live loop's do."""
+    ``explain``, every cycle explains, as the live loop's do. With ``timers``, each logged
+    entry also carries when the engine next wants a cycle (``next_timer``), which a replay
+    that wakes at the engine's timers follows."""
 
-    def __init__(self, sched: Scheduler, log: list, explain: bool = False) -> None:
+    def __init__(
+        self, sched: Scheduler, log: list, explain: bool = False, timers: bool = False
+    ) -> None:
         self._sched = sched
         self._log = log
         self._explain = explain
+        self._timers = timers
 
     def __getattr__(self, name):
         return getattr(self._sched, name)
@@ -88,18 +93,19 @@ class _Recording:
     def cycle(self, now, usage, explain=False):
         result = self._sched.cycle(now, usage, explain or self._explain)
         if result.starts or result.preemptions or result.drained:
-            self._log.append((now, *cycle_orders(result)))
+            entry = (now, *cycle_orders(result))
+            self._log.append((*entry, self._sched.next_wait_timer(now)) if self._timers else entry)
         return result
 
 
-def _recorded(incremental: bool, log: list, explain: bool = False):
+def _recorded(incremental: bool, log: list, explain: bool = False, timers: bool = False):
     """A scheduler factory for ``replay`` whose cycles append their orders to ``log``."""
 
     def factory(nodes, budget_root, policy, params):
         sched = Scheduler(
             nodes, budget_root, policy=make_policy(policy), params=params, incremental=incremental
         )
-        return _Recording(sched, log, explain)
+        return _Recording(sched, log, explain, timers)
 
     return factory
 
@@ -116,13 +122,20 @@ def trace_of(trace_jobs: list[TraceJob]) -> Trace:
 
 
 def recorded_orders(
-    trace: Trace, tree: Budget, gpus: int, policy: str, incremental: bool, explain: bool = False
+    trace: Trace,
+    tree: Budget,
+    gpus: int,
+    policy: str,
+    incremental: bool,
+    explain: bool = False,
+    timers: bool = False,
 ) -> list:
     """Replay ``trace``; every cycle that ordered something, as (time, starts, preemptions)
-    (``cycle_orders``), on the incremental path or the full recomputation."""
+    (``cycle_orders``), on the incremental path or the full recomputation. With ``timers``
+    the replay also wakes at the engine's timers, and each entry ends with the next one."""
     log: list = []
-    config = ReplayConfig(gpus=gpus, policy=policy, record_runs=False)
-    replay(trace, tree, config, scheduler_factory=_recorded(incremental, log, explain))
+    config = ReplayConfig(gpus=gpus, policy=policy, record_runs=False, wake_at_timers=timers)
+    replay(trace, tree, config, scheduler_factory=_recorded(incremental, log, explain, timers))
     return log
 
 
@@ -134,6 +147,24 @@ def test_incremental_orders_equal_a_full_recomputation(trace_jobs, tree, nodes, 
 
     reference = recorded_orders(trace, tree, gpus, policy, incremental=False)
     incremental = recorded_orders(trace, tree, gpus, policy, incremental=True)
+
+    assert incremental == reference
+
+
+@SETTINGS
+@random_histories
+def test_a_replay_woken_by_the_engines_timers_takes_the_same_orders_either_way(
+    trace_jobs, tree, nodes, policy
+):
+    """When the engine next wants a cycle is an answer of its own (a replay may wake at it,
+    the queue page's estimate does): a cycle the incremental path skips must leave the same
+    timers a full recomputation's walk would, or the two wake at different moments and
+    decide differently from there on."""
+    trace = trace_of(trace_jobs)
+    gpus = nodes * GPUS_PER_NODE
+
+    reference = recorded_orders(trace, tree, gpus, policy, incremental=False, timers=True)
+    incremental = recorded_orders(trace, tree, gpus, policy, incremental=True, timers=True)
 
     assert incremental == reference
 

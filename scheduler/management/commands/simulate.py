@@ -66,8 +66,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--wake-at-timers",
             action="store_true",
-            help="also cycle when the engine's next timer is due (a patience or a hold bound "
-            "ending), as the live loop's 5-second cycles do",
+            help="also cycle when a wait the engine keeps ends (a patience or a hold bound), "
+            "as the live loop's 5-second cycles do",
         )
         parser.add_argument(
             "--timeline-span", default="7d", help="length of the timeline's window (7d)"
