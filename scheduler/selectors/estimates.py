@@ -52,7 +52,7 @@ ESTIMATE_MAX_STEPS = 3000
 ESTIMATE_CACHE_SECONDS = 30
 # A long estimated wait is shown as a range: measured on Philly at 256 and 512 GPUs
 # (``manage.py estimate_error``, docs/dashboards.md), the real wait of a job estimated to
-# wait 30 min or more fell between 0.90 and 3.33 times the estimate for 80 % of jobs (p10
+# wait 30 min or more fell between 0.93 and 3.31 times the estimate for 80 % of jobs (p10
 # to p90 of both sizes, the replay cycling as the tables do or at the engine's timers); the
 # ratios are those, rounded outwards. Measure again whenever the policy changes: work that
 # arrives later and outranks a job is what makes it late.
