@@ -151,7 +151,7 @@ class SimulationForm(forms.Form):
             "The live loop runs a cycle every 5 s, so a debug workload's patience or a gang's "
             "wait for held nodes ends on time. The replay otherwise cycles at each event and "
             "at most every 16 minutes while nothing changes (the tables in the documentation "
-            "are made so): with this, closer to the live loop, and up to twice the cycles."
+            "are made so): with this, closer to the live loop, for a few percent more cycles."
         ),
     )
     start_day = forms.FloatField(
