@@ -75,13 +75,11 @@ def cycle_orders(result) -> tuple[list, list]:
 class _Recording:
     """A scheduler whose cycles append their orders to ``log``; everything else is the
     scheduler's own (a wrapper: the native build's classes cannot be patched). With
-    ``explain``, every cycle explains, as the live loop's do. With ``timers``, each logged
-    entry also carries when the engine next wants a cycle (``next_timer``), which a replay
-    that wakes at the engine's timers follows."""
+    ``explain``, every cycle explains, as the live loop's do. With ``timers``, each entry
+    also carries the next wait the engine keeps (``next_wait_timer``: a replay woken by
+    timers cycles then)."""
 
-    def __init__(
-        self, sched: Scheduler, log: list, explain: bool = False, timers: bool = False
-    ) -> None:
+    def __init__(self, sched: Scheduler, log: list, explain=False, timers=False) -> None:
         self._sched = sched
         self._log = log
         self._explain = explain
@@ -127,8 +125,8 @@ def recorded_orders(
     gpus: int,
     policy: str,
     incremental: bool,
-    explain: bool = False,
-    timers: bool = False,
+    explain=False,
+    timers=False,
 ) -> list:
     """Replay ``trace``; every cycle that ordered something, as (time, starts, preemptions)
     (``cycle_orders``), on the incremental path or the full recomputation. With ``timers``
@@ -157,9 +155,8 @@ def test_a_replay_woken_by_the_engines_timers_takes_the_same_orders_either_way(
     trace_jobs, tree, nodes, policy
 ):
     """When the engine next wants a cycle is an answer of its own (a replay may wake at it,
-    the queue page's estimate does): a cycle the incremental path skips must leave the same
-    timers a full recomputation's walk would, or the two wake at different moments and
-    decide differently from there on."""
+    the queue page's estimate does): both paths must keep the same waits, or they wake at
+    different moments and decide differently from there on."""
     trace = trace_of(trace_jobs)
     gpus = nodes * GPUS_PER_NODE
 

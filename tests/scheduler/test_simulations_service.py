@@ -133,20 +133,32 @@ def test_gzipped_upload_runs_in_process_to_done_with_metrics(personas):
     assert simulation_job_run(job_id=job.pk) is None
 
 
+# Two teams of equal GPU-hours (so equal budgets) on one 8-GPU node: 'vision' runs the whole
+# node from 00:00 in two 2-hour halves, both past their 10-minute minimum by 00:16:40, when
+# 'speech' sends a 5-minute debug job; an eviction would lose more than the job's minimum
+# runtime, so it waits that long (600 s, its patience) before it evicts. Speech's 2-hour
+# whole-node run comes long after everything else has ended.
+PATIENT = HEADER + (
+    "v1,2026-01-05T00:00:00,7200,4,vision,600,\n"
+    "v2,2026-01-05T00:00:00,7200,4,vision,600,\n"
+    "d1,2026-01-05T00:16:40,300,1,speech,600,\n"
+    "late,2026-01-06T00:00:00,7238,8,speech,,\n"
+)
+
+
 @pytest.mark.django_db
 def test_the_form_can_ask_the_replay_to_cycle_when_the_engines_timers_are_due(personas):
     client = browser(personas.program_manager)
     for extra in ({}, {"wake_at_timers": "on"}):
-        data = {**form(policies=["fairshare"]), "trace_file": upload(GOOD), **extra}
+        data = {**form(policies=["fairshare"]), "trace_file": upload(PATIENT), **extra}
         assert client.post("/simulator/run/", data).status_code == 302
     plain, timed = SimulationJob.objects.order_by("pk")
     assert [plain.parameters["wake_at_timers"], timed.parameters["wake_at_timers"]] == [False, True]
     runs = [simulation_job_run(job_id=job.pk).result["metrics"][0] for job in (plain, timed)]
-    # b waits blocked at the head of its team's turn: the timed replay also cycles when that
-    # wait reaches the bound after which a node is held for it, and at each renewal; the
-    # plain one only at events and at periodic cycles that back off.
-    assert runs[1]["cycles"] > runs[0]["cycles"]
-    assert runs[1]["queue_wait_seconds"] == runs[0]["queue_wait_seconds"]
+    waits = [run["queue_wait_seconds"]["debug"]["p50"] for run in runs]
+    # The timed replay cycles when d1's patience ends; the plain one at the first periodic
+    # cycle after it (60, 120, 240 and 480 s apart from d1's arrival: 900 s).
+    assert waits == [900.0, 600.0]
     timed_page, plain_page = (
         client.get(f"/simulator/{j.pk}/").content.decode() for j in (timed, plain)
     )
