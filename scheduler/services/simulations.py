@@ -161,7 +161,7 @@ def simulation_job_create(
 
     Raises ``ValidationError`` naming the field; nothing is created then. Whether ``user``
     may simulate for ``organization`` (a manager in it) is the caller's check.
-    ``wake_at_timers``: the replay also cycles when the engine's next timer is due
+    ``wake_at_timers``: the replay also cycles when a wait the engine keeps ends
     (``ReplayConfig.wake_at_timers``).
     """
     policies = list(policies or ["fairshare"])

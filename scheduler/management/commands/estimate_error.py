@@ -41,7 +41,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--wake-at-timers",
             action="store_true",
-            help="the replay also cycles when the engine's next timer is due, as the live "
+            help="the replay also cycles when a wait the engine keeps ends, as the live "
             "loop's 5-second cycles do (the starts the estimate is compared with)",
         )
 
