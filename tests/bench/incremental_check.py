@@ -3,8 +3,8 @@
 Run: ``.venv/bin/python -m tests.bench.incremental_check fairshare:256 fairshare:512`` —
 each argument is ``policy:gpus[:first N jobs]``; ``--trace var/sim/philly-variant.csv``
 first replays a canonical trace instead, with budgets proportional to GPU-hours;
-``--wake-at-timers`` (before the arguments, after ``--trace PATH``) replays waking also at
-the engine's timers, and compares when each path next wants a cycle too.
+``--wake-at-timers`` (anywhere after ``--trace PATH``) replays waking also when a wait the
+engine keeps ends, and compares each path's next such wait too.
 
 The property tests (``tests/engine/test_incremental.py``) replay small random traces and a
 slice of Philly through ``Scheduler(incremental=True)`` and ``incremental=False`` and compare
