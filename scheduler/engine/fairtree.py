@@ -13,6 +13,7 @@ they rank after every budgeted project, among themselves by usage (lowest first)
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -90,7 +91,10 @@ class BudgetTree:
         index = len(self.nodes)
         share = 100.0 if parent < 0 else float(node.share)
         effective = effective * share / 100.0
-        tree_node = TreeNode(index, node.name, share, parent, depth)
+        # Interned, as the scheduler interns workloads' projects: the per-project tables
+        # of every cycle are then looked up by identity, not by comparing characters.
+        name = sys.intern(node.name)
+        tree_node = TreeNode(index, name, share, parent, depth)
         self.nodes.append(tree_node)
         path = (*path, index)
         if parent >= 0:
@@ -98,13 +102,13 @@ class BudgetTree:
         if not node.children:
             if parent < 0:
                 return  # a lone root budgets nothing
-            if node.name in self.leaf_of:
-                raise ValueError(f"budget tree: project {node.name!r} appears twice")
-            tree_node.project = node.name
-            self.leaf_of[node.name] = index
+            if name in self.leaf_of:
+                raise ValueError(f"budget tree: project {name!r} appears twice")
+            tree_node.project = name
+            self.leaf_of[name] = index
             if effective > 0:
-                self.effective_share[node.name] = effective
-                self.path[node.name] = path
+                self.effective_share[name] = effective
+                self.path[name] = path
             return
         # Children sorted by name so every later walk is independent of the input's order.
         for child in sorted(node.children, key=lambda c: c.name):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from scheduler.engine.model import Workload
 
 
@@ -52,7 +54,9 @@ class Job:
     def __init__(self, w: Workload, nodes: int, mr: float) -> None:
         self.w = w
         self.id = w.id
-        self.project = w.project
+        # Interned: every per-project table of a cycle is keyed by it, and a driver's rows
+        # each carry their own copy of the name (lookups then match by identity).
+        self.project = sys.intern(w.project)
         self.gpus = w.gpus
         self.nodes = nodes
         self.mr = mr

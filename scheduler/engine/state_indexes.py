@@ -10,6 +10,7 @@ split in files for size.
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Iterable
 
 from scheduler.engine.fairtree import BudgetTree
@@ -139,7 +140,7 @@ class SchedulerIndexes:
             )
         job = Job(w, nodes, min(w.min_runtime, self.params.max_min_runtime))
         job.key = self.policy.key(w, job.mr)
-        job.group = self.policy.group(w)
+        job.group = sys.intern(self.policy.group(w))  # as ``Job.project``
         job.lane = 1 if self.policy.free_lane and not job.charged else 0
         return job
 

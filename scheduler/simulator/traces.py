@@ -23,6 +23,7 @@ import csv
 import gzip
 import io
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -242,7 +243,9 @@ def _gpus(text: str, name: str) -> int:
 
 
 def _project(text: str, name: str) -> str:
-    return _required(text, name)
+    # Interned: each row would otherwise carry its own copy of a team's name, and the
+    # replay looks teams up by name many times a cycle.
+    return sys.intern(_required(text, name))
 
 
 def parse_time(text: str, name: str) -> float:
