@@ -64,7 +64,7 @@ class Scheduler(SchedulerIndexes):
         if known and self.incremental and not was_dirty:
             # Behind the head of its shape in a project that already had work, a new
             # workload changes nothing a walk looks at: the walk sees only shape heads.
-            heap = self._queues[(job.lane, job.group)][job.shape]
+            heap = self._queues[job.lane][job.group][job.shape]
             if self._head(heap) is not job:
                 self._dirty = False
 
@@ -286,8 +286,9 @@ class Scheduler(SchedulerIndexes):
         view = self._begin_view(now, usage, explain, requeue)
         if view is None:
             return result
-        order = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
-        first = [g for g in view.guaranteed if (0, g) in self._queues]
+        charged, free = self._queues
+        order = [g for g in view.groups if g in charged or g in free]
+        first = [g for g in view.guaranteed if g in charged]
         quiet = state_quiet.is_quiet(
             self, view, now, first, order, bool(requeue), released, dirty_before, explain
         )
@@ -379,7 +380,8 @@ class Scheduler(SchedulerIndexes):
         if explain:
             # Requeued victims may sit in groups that had nothing pending when we began.
             # Groups below their guarantee are offered GPUs first: they come first here too.
-            queued = [g for g in view.groups if (0, g) in self._queues or (1, g) in self._queues]
+            charged, free = self._queues
+            queued = [g for g in view.groups if g in charged or g in free]
             first = view.guarantee_order(queued)
             rest = [g for g in queued if not view.is_guaranteed(g)]
             walk_reasons.explain(walk, first, rest)

@@ -19,11 +19,14 @@ from scheduler.engine.placement import Capacity, NodeRec
 from scheduler.engine.policies import Policy, make_policy
 from scheduler.engine.records import Job, protection_seconds
 
-_QueueKey = tuple[int, str]  # (lane, group)
 # (gpus, nodes); variable-length in the annotation so the native build keeps it a Python
 # tuple (a dict key), not a C struct boxed anew at every lookup
 _Shape = tuple[int, ...]
 QueueEntry = tuple[tuple, int, str]  # (order key, sequence number, workload id) in a shape heap
+# One per lane (0: charged, 1: the free lane): group -> shape -> heap. Keyed by the group's
+# (interned) name, not by a (lane, group) tuple: a tuple key is hashed and compared element by
+# element at every lookup, and the walk looks groups up many times a cycle.
+LaneQueues = dict[str, dict[_Shape, list[QueueEntry]]]
 
 
 class SchedulerIndexes:
@@ -56,7 +59,7 @@ class SchedulerIndexes:
         self._pending_gpus = 0
         self._pending_sizes: dict[int, int] = {}
         self._run: dict[str, Job] = {}
-        self._queues: dict[_QueueKey, dict[_Shape, list[QueueEntry]]] = {}
+        self._queues: list[LaneQueues] = [{}, {}]  # per lane, see ``LaneQueues``
         self._work_per_project: dict[str, int] = {}
         self._projects: list[str] | None = None  # its keys sorted, until one comes or goes
         self._alloc: dict[str, int] = {}
@@ -153,7 +156,7 @@ class SchedulerIndexes:
         if job.swapped_for is not None:
             self._swapped[job.id] = job
         self._count_pending(job, +1)
-        shapes = self._queues.setdefault((job.lane, job.group), {})
+        shapes = self._queues[job.lane].setdefault(job.group, {})
         heapq.heappush(shapes.setdefault(job.shape, []), (job.key, job.seq, job.id))
         self._dirty = True
 

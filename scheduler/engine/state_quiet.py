@@ -70,9 +70,9 @@ def starts_settled(sched: Scheduler, walk: Walk, first: list[str]) -> bool:
     view = walk.view
     if not view.follows_starts or walk.started_after_failure:
         return False
-    queues = sched._queues
-    after = [g for g in view.guarantee_order(view.groups) if (0, g) in queues]
-    return after == [g for g in first if (0, g) in queues]
+    charged = sched._queues[0]
+    after = [g for g in view.guarantee_order(view.groups) if g in charged]
+    return after == [g for g in first if g in charged]
 
 
 def rechecks_fail(sched: Scheduler, view: PolicyView, now: float) -> bool:

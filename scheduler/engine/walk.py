@@ -82,11 +82,11 @@ class Walk:
         and the walk ends once the policy says no later group can.
         """
         s = self.s
-        queues = s._queues
+        queues = s._queues[0]  # the charged lane's; the free lane's are read below
         # Free GPUs on held nodes still serve work that may borrow them.
         self._skip_held = () if s.policy.lends_holds else self.reserved
         for group in guaranteed:
-            shapes = queues.get((0, group))
+            shapes = queues.get(group)
             if shapes:
                 self._walk_group(0, group, shapes, guaranteed_only=True)
         # Teams an eviction of that pass took below their guarantee come next, so the GPUs
@@ -95,7 +95,7 @@ class Walk:
             walked = set(guaranteed)
             for group in self.view.guarantee_order(order):
                 if group not in walked:
-                    shapes = queues.get((0, group))
+                    shapes = queues.get(group)
                     if shapes:
                         self._walk_group(0, group, shapes, guaranteed_only=True)
         if s.policy.short_first:
@@ -103,7 +103,7 @@ class Walk:
             # window order, before any longer work. They return what they take soonest.
             short = s._pending_short
             for group in order:
-                shapes = queues.get((0, group))
+                shapes = queues.get(group)
                 if not shapes or group not in short:
                     # Nothing for this pass. (Skipping it before ``_worth_walking`` loses no
                     # early end of the pass: when it would say no later group can act, the
@@ -118,8 +118,9 @@ class Walk:
         for lane in (0, 1):
             if lane == 1 and not s.policy.free_lane:
                 break
+            lane_queues = s._queues[lane]
             for group in order:
-                shapes = queues.get((lane, group))
+                shapes = lane_queues.get(group)
                 if not shapes:
                     continue
                 if not self._worth_walking(lane, group, shapes):
@@ -128,8 +129,9 @@ class Walk:
                         break
                     continue
                 self._walk_group(lane, group, shapes)
-        for key in [k for k, shapes in queues.items() if not shapes]:
-            del queues[key]
+        for lane_queues in s._queues:
+            for key in [k for k, shapes in lane_queues.items() if not shapes]:
+                del lane_queues[key]
 
     def _worth_walking(self, lane: int, group: str, shapes: dict[_Shape, list[QueueEntry]]) -> bool:
         """Could a head of ``group`` start or preempt anything now? When no GPU is free, only

@@ -182,7 +182,7 @@ def explain(walk: Walk, first: list[str], rest: list[str]) -> None:
     free_lane: list[str] = []
     for lane in (0, 1):
         for group in first + rest:
-            shapes = s._queues.get((lane, group))
+            shapes = s._queues[lane].get(group)
             if not shapes:
                 continue
             jobs = sorted(

@@ -57,7 +57,7 @@ class _Sampled:
         """The (GPUs, nodes) shapes of the team's pending charged workloads."""
         s = self._sched
         shapes = []
-        for shape, heap in s._queues.get((0, self._team), {}).items():
+        for shape, heap in s._queues[0].get(self._team, {}).items():
             if any(s._pending.get(wid) is not None and s._pending[wid].seq == seq
                    for _, seq, wid in heap):  # fmt: skip
                 shapes.append(shape)

@@ -125,7 +125,7 @@ def _submitted_head(sched: state.Scheduler, workload_id: str) -> bool:
     """Is the just-submitted workload the head of its shape (``Scheduler.submit`` leaves
     the scheduler clean when it is not)?"""
     job = sched._pending[workload_id]
-    return sched._head(sched._queues[(job.lane, job.group)][job.shape]) is job
+    return sched._head(sched._queues[job.lane][job.group][job.shape]) is job
 
 
 _COUNTS: _Counts | None = None  # the one set of counters the wrappers fill (installed once)
