@@ -13,11 +13,11 @@ they rank after every budgeted project, among themselves by usage (lowest first)
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.engine.model import BudgetNode
+from scheduler.engine.names import interned
 
 
 @dataclass(slots=True)
@@ -93,7 +93,7 @@ class BudgetTree:
         effective = effective * share / 100.0
         # Interned, as the scheduler interns workloads' projects: the per-project tables
         # of every cycle are then looked up by identity, not by comparing characters.
-        name = sys.intern(node.name)
+        name = interned(node.name)
         tree_node = TreeNode(index, name, share, parent, depth)
         self.nodes.append(tree_node)
         path = (*path, index)

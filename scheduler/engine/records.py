@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
 from scheduler.engine.model import Workload
+from scheduler.engine.names import interned
 
 
 class Job:
@@ -56,7 +55,7 @@ class Job:
         self.id = w.id
         # Interned: every per-project table of a cycle is keyed by it, and a driver's rows
         # each carry their own copy of the name (lookups then match by identity).
-        self.project = sys.intern(w.project)
+        self.project = interned(w.project)
         self.gpus = w.gpus
         self.nodes = nodes
         self.mr = mr

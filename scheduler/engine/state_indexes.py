@@ -10,11 +10,11 @@ split in files for size.
 from __future__ import annotations
 
 import heapq
-import sys
 from collections.abc import Iterable
 
 from scheduler.engine.fairtree import BudgetTree
 from scheduler.engine.model import BudgetNode, Node, PolicyParams, RunningWorkload, Workload
+from scheduler.engine.names import interned
 from scheduler.engine.placement import Capacity, NodeRec
 from scheduler.engine.policies import Policy, make_policy
 from scheduler.engine.records import Job, protection_seconds
@@ -143,7 +143,7 @@ class SchedulerIndexes:
             )
         job = Job(w, nodes, min(w.min_runtime, self.params.max_min_runtime))
         job.key = self.policy.key(w, job.mr)
-        job.group = sys.intern(self.policy.group(w))  # as ``Job.project``
+        job.group = interned(self.policy.group(w))  # as ``Job.project``
         job.lane = 1 if self.policy.free_lane and not job.charged else 0
         return job
 

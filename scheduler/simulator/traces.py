@@ -23,11 +23,12 @@ import csv
 import gzip
 import io
 import math
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from scheduler.engine.names import interned
 
 FORMATS = ("canonical", "philly")
 CANONICAL_COLUMNS = (
@@ -245,7 +246,7 @@ def _gpus(text: str, name: str) -> int:
 def _project(text: str, name: str) -> str:
     # Interned: each row would otherwise carry its own copy of a team's name, and the
     # replay looks teams up by name many times a cycle.
-    return sys.intern(_required(text, name))
+    return interned(_required(text, name))
 
 
 def parse_time(text: str, name: str) -> float:
