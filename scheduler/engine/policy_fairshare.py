@@ -142,7 +142,8 @@ class _FairShareView(PolicyView):
     def _claimed(self, project: str) -> int:
         """GPUs ``project`` holds as far as its claim on other teams' GPUs goes: what it runs
         plus what it swapped out of its own (``swapped_gpus``)."""
-        return self.alloc.get(project, 0) + self._swapped.get(project, 0)
+        held = self.alloc.get(project, 0)
+        return held + self._swapped.get(project, 0) if self._swapped else held
 
     def _below_claim(self, project: str) -> bool:
         """Does ``project`` hold less than its entitlement, as its claim counts it?"""

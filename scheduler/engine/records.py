@@ -34,6 +34,8 @@ class Job:
         "key",
         "lane",
         "loan_for",
+        "lost",
+        "lost_walk",
         "mr",
         "nodes",
         "patient_until",
@@ -100,6 +102,11 @@ class Job:
         self.clear_count = 0
         self.clear_room: dict[str, int] = {}
         self.clear_held: tuple[int, ...] = ()
+        # What this workload loses if evicted, as the walk numbered ``lost_walk`` computed
+        # it (``Walk._lost_of``): a field, not a dict per walk, since it is asked for every
+        # victim a search looks at.
+        self.lost_walk = -1
+        self.lost = 0.0
 
     @property
     def per_node(self) -> int:

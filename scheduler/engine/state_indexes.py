@@ -110,6 +110,7 @@ class SchedulerIndexes:
         self._by_use: list[tuple] | None = None
         self._by_use_of: dict[int, tuple] = {}
         self._seq = 0
+        self._walks = 0  # walks made so far: each numbers itself (``Walk.serial``)
         self._dirty = True
         self._last_order: tuple[list[str], list[str]] | None = None
         self._last_usage_order: list[str] | None = None

@@ -52,7 +52,8 @@ class Walk:
         self.reserve_budget = int(self.params.max_reserved_fraction * self.cap.healthy_nodes())
         self.evicted: list[Job] = []
         self.notes: dict[str, str] = {}  # job id -> why it did not start (explain)
-        self._lost: dict[str, float] = {}
+        sched._walks += 1
+        self.serial = sched._walks  # names this walk in each job's ``lost`` memo
         self._pools: dict[str | None, list[tuple[float, str, Job]]] = {}
         self._shape_phrases: dict[_Shape, str] = {}
         # the protected runs by when their protection ends, as of the scheduler's
@@ -163,26 +164,25 @@ class Walk:
         pass tries them again and holds for the first blocked one)."""
         s = self.s
         view = self.view
-        # (key, sequence number, shape, head): the sequence numbers are unique, so the
-        # heap never compares further. Inside one group's turn a head changes only when it
-        # starts (nothing else here starts or requeues pending work), and then the next one
-        # of its shape is pushed.
+        # (key, sequence number, shape, its heap, head): the sequence numbers are unique, so
+        # the heap never compares further. Inside one group's turn a head changes only when
+        # it starts (nothing else here starts or requeues pending work), and then the next
+        # one of its shape is pushed.
         heads: list[tuple] = []
-        for shape in list(shapes):
-            job = s._head(shapes[shape])
+        for shape, heap in list(shapes.items()):
+            job = s._head(heap)
             if job is None:
                 del shapes[shape]
                 continue
             if short_only and not self._short(job):
                 continue  # the short pass would skip it (below) anyway
-            heads.append((job.key, job.seq, shape, job))
+            heads.append((job.key, job.seq, shape, heap, job))
         if not heads:
             return
         heapq.heapify(heads)
         first_blocked = True
         while heads:
-            _, _, shape, job = heapq.heappop(heads)
-            heap = shapes[shape]
+            _, _, shape, heap, job = heapq.heappop(heads)
             if guaranteed_only and not view.within_guarantee(job):
                 continue  # this shape waits for the ordinary pass
             if short_only and not self._short(job):
@@ -194,7 +194,7 @@ class Walk:
                 if nxt is None:
                     del shapes[shape]
                 else:
-                    heapq.heappush(heads, (nxt.key, nxt.seq, shape, nxt))
+                    heapq.heappush(heads, (nxt.key, nxt.seq, shape, heap, nxt))
                 continue
             self.failed = True
             if first_blocked and not short_only:
@@ -358,11 +358,11 @@ class Walk:
 
     def _lost_of(self, job: Job) -> float:
         """GPU-seconds of work ``job`` loses if evicted now (once per walk and workload)."""
-        lost = self._lost.get(job.id)
-        if lost is None:
-            p = self.params
-            lost = lost_gpu_seconds(job, self.now, p.checkpoint_interval, p.restart_overhead)
-            self._lost[job.id] = lost
+        if job.lost_walk == self.serial:
+            return job.lost
+        p = self.params
+        lost = lost_gpu_seconds(job, self.now, p.checkpoint_interval, p.restart_overhead)
+        job.lost_walk, job.lost = self.serial, lost
         return lost
 
     def _short(self, job: Job) -> bool:
