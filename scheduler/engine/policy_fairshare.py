@@ -66,11 +66,13 @@ class _FairShareView(PolicyView):
         # GPUs each team runs above its entitlement (what a reclaim may take), kept as the
         # cycle starts and evicts work: asked for every victim a search looks at. The teams
         # in it are the borrowers.
-        self._rooms = {
-            p: gpus - self.entitled.get(p, 0)
-            for p, gpus in self.alloc.items()
-            if gpus > self.entitled.get(p, 0)
-        }
+        entitled = self.entitled
+        rooms: dict[str, int] = {}
+        for p, gpus in self.alloc.items():
+            room = gpus - entitled.get(p, 0)
+            if room > 0:
+                rooms[p] = room
+        self._rooms = rooms
         # Rooms that grew since the last cycle ended (finishes only shrink them; a change of
         # entitlements or budgets may grow them) count as growth, as a start within it does.
         previous = growth.rooms
@@ -129,9 +131,17 @@ class _FairShareView(PolicyView):
         # the same. In window order, a small team that had burst the week before came after
         # every other team below its entitlement, however little of its own it held, and
         # its hours went unserved.
+        # One pass, no key function: it runs for every view and several times a walk. The
+        # position breaks ties as a stable sort by the part held alone would.
         alloc, entitled = self.alloc, self.entitled
-        below = super().guarantee_order(groups)
-        return sorted(below, key=lambda g: alloc.get(g, 0) / entitled[g])
+        below: list[tuple[float, int, str]] = []
+        for i, group in enumerate(groups):
+            owed = entitled.get(group, 0)
+            held = alloc.get(group, 0)
+            if held < owed:
+                below.append((held / owed, i, group))
+        below.sort()
+        return [group for _, _, group in below]
 
     def within_guarantee(self, job: Job) -> bool:
         # Any charged workload of a team below its entitlement gets free GPUs first, even one
