@@ -82,6 +82,9 @@ class BudgetTree:
         # tuple, replaced whole, so a reader never sees the levels of one call with the
         # order of another.
         self._kept: tuple[list[list[int]], list[str]] | None = None
+        # The last list of projects ``_unbudgeted`` was given (a copy) and those of them
+        # without a budget: a scheduler passes the same projects cycle after cycle.
+        self._extra_seen: tuple[list[str], set[str]] = ([], set())
 
     def _add(
         self, node: BudgetNode, parent: int, depth: int, effective: float, path: tuple[int, ...]
@@ -252,8 +255,12 @@ class BudgetTree:
 
     def _unbudgeted(self, usage: Mapping[str, float], extra: Iterable[str]) -> list[str]:
         """The projects of ``extra`` without a budget, least usage first, then by name."""
-        path = self.path
-        extra_projects = {p for p in extra if p not in path}
+        seen, extra_projects = self._extra_seen
+        if not isinstance(extra, list) or extra != seen:
+            path = self.path
+            extra_projects = {p for p in extra if p not in path}
+            if isinstance(extra, list):
+                self._extra_seen = (list(extra), extra_projects)
         if not extra_projects:
             return []
         by_project = _as_dict(usage)

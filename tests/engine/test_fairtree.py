@@ -65,6 +65,18 @@ def test_unbudgeted_projects_rank_after_budgeted_ones_by_usage_then_name():
     assert ranking.order == ["b", "a", "yy", "zz", "x"]
 
 
+def test_order_sees_a_list_of_projects_changed_in_place_between_calls():
+    # The tree remembers the last projects it was given and which of them have no budget;
+    # a caller that changes the same list in place must still get its new projects ranked.
+    tree = BudgetTree(BudgetNode("org", 100, [BudgetNode("a", 50), BudgetNode("b", 50)]))
+    projects = ["a", "b"]
+    assert tree.order({"a": 1.0}, projects) == ["b", "a"]
+    projects.append("zz")
+    assert tree.order({"a": 1.0}, projects) == ["b", "a", "zz"]
+    projects.remove("zz")
+    assert tree.order({"a": 1.0}, projects) == ["b", "a"]
+
+
 def test_ties_between_siblings_go_to_the_lower_name():
     tree = BudgetTree(BudgetNode("org", 100, [BudgetNode("b", 50), BudgetNode("a", 50)]))
     assert tree.rank({}).order == ["a", "b"]
