@@ -18,6 +18,7 @@ import time
 from datetime import UTC, timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 from playwright.sync_api import sync_playwright
 
@@ -100,7 +101,13 @@ PAGES = [
 @pytest.mark.parametrize("path", PAGES)
 def test_bench_first_visit(benchmark, live_server, world, chromium, path, request):
     if path == "simulation":
-        path = request.getfixturevalue("simulation_path")
+        try:
+            path = request.getfixturevalue("simulation_path")
+        finally:
+            # Playwright's sync API keeps its event loop running in this thread, so Django
+            # gives the ORM calls made here connections of their own, which pytest-django's
+            # teardown does not see: close them, or the test database cannot be dropped.
+            connections.close_all()
     contexts = []
 
     def signed_in_page():
