@@ -136,10 +136,8 @@ class _FairShareView(PolicyView):
         alloc, entitled = self.alloc, self.entitled
         below: list[tuple[float, int, str]] = []
         for i, group in enumerate(groups):
-            owed = entitled.get(group, 0)
-            held = alloc.get(group, 0)
-            if held < owed:
-                below.append((held / owed, i, group))
+            if self.is_guaranteed(group):
+                below.append((alloc.get(group, 0) / entitled[group], i, group))
         below.sort()
         return [group for _, _, group in below]
 
