@@ -5,7 +5,9 @@ second, and most of those cycles find nothing the previous one did not already s
 real broker a per-cluster flag in Redis (``SET NX`` with a TTL) marks "a cycle is queued": an
 enqueue sends the task only when it set the flag, and the ``scheduler_cycle`` task deletes the
 flag when it *starts*, before it reads any state. Whatever commits after that read finds the
-flag gone and enqueues the next cycle, so no change waits for more than one queued cycle.
+flag gone and enqueues the next cycle, so no change waits for more than one queued cycle,
+unless that cycle starts while another still holds the cycle lock: it then skips
+(``scheduling_cycle_run``), and the change waits for the next enqueue or the beat's cycle.
 
 The TTL (``SCHEDULER_CYCLE_QUEUED_TTL_SECONDS``) bounds the harm of a queued task that is lost
 (its flag would otherwise block enqueues for ever); the beat's periodic cycle, which does not

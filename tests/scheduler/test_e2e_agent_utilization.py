@@ -34,6 +34,7 @@ import pytest
 
 from governance.celery import app as celery_app
 from scheduler.models import Node, Run, UtilizationHour
+from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.executor_reports import node_agent_create
 from scheduler.services.workloads import workload_submit
 from tests.conftest import attach_daemon_log, wait_for
@@ -122,7 +123,16 @@ def test_the_agent_reports_what_nvidia_smi_says_of_the_run(agent_process):
         min_runtime_seconds=0,
         launch_spec={"command": ["sleep", "600"]},
     )
-    run = wait_for(lambda: Run.objects.filter(workload=workload).first(), timeout=30)
+
+    def started() -> Run | None:
+        # A cycle each poll, as the loop's periodic one would run it. Cycles here run in
+        # process, on each change, with no periodic loop: the submit's own cycle skips when
+        # it meets the node registration's cycle still holding the lock, and nothing else
+        # would start the workload.
+        scheduling_cycle_run(cluster_id=world.cluster.id)
+        return Run.objects.filter(workload=workload).first()
+
+    run = wait_for(started, timeout=30)
     assert run is not None
     # The first report comes after the agent's first period.
     rows = wait_for(lambda: list(UtilizationHour.objects.filter(run=run)), timeout=150)
