@@ -1,7 +1,8 @@
 """A scheduling cycle: read the cluster from the database, run the engine, write its orders.
 
 One cycle at a time per cluster across every worker (a PostgreSQL advisory lock; a cycle
-that cannot take it skips — the one holding it is doing the work). Everything a cycle
+that cannot take it skips — the one holding it is doing the work, and sends one more cycle
+after it commits when a cycle skipped meanwhile). Everything a cycle
 decides is written in one transaction: runs and start orders for starts, stop orders for
 preemptions and drain evictions, drained nodes, the engine's reason and queue key of
 every pending workload, and the ``SchedulingCycle`` record. Workload state changes are
@@ -27,6 +28,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from governance.models import Cluster
@@ -36,6 +38,11 @@ from scheduler.services.cycle_kept import (
     kept_engine_rebuild,
     kept_engine_store,
     kept_engine_take,
+)
+from scheduler.services.cycle_queue import (
+    cycle_rerun_clear,
+    cycle_rerun_if_requested,
+    cycle_rerun_request,
 )
 from scheduler.services.cycle_state import CycleState, cycle_usage_read
 from scheduler.services.cycle_writes import cycle_decisions_write
@@ -52,16 +59,32 @@ def scheduling_cycle_run(
     """Run one scheduling cycle for the cluster; ``None`` when another one holds the lock.
 
     ``now`` defaults to the time the lock was taken. The engine's policy is
-    ``SCHEDULER_POLICY`` unless ``policy`` names another.
+    ``SCHEDULER_POLICY`` unless ``policy`` names another. A cycle that skips leaves a rerun
+    request, so the holder sends the next cycle once it commits (``cycle_queue``).
     """
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         return None
     policy = policy or settings.SCHEDULER_POLICY
+    record = _run_locked(cluster, now, policy)
+    if record is None:
+        logger.info("cycle %s skipped: another cycle holds the lock", cluster.id)
+        cycle_rerun_request(cluster_id=cluster.id)
+        # The holder may have committed and looked for requests between our first try and
+        # the request: then the lock is free and this cycle is the one to read the change.
+        record = _run_locked(cluster, now, policy)
+    return record
+
+
+def _run_locked(cluster: Cluster, now: datetime | None, policy: str) -> SchedulingCycle | None:
+    """One cycle under the cluster's cycle lock, or ``None`` without waiting when it is held."""
     with locked_transaction(CYCLE_LOCK, cluster.id, wait=False) as held:
         if not held:
-            logger.info("cycle %s skipped: another cycle holds the lock", cluster.id)
             return None
+        # Before anything is read: this cycle serves every rerun asked for so far, and one
+        # asked for from now on is sent after this cycle's commit.
+        cycle_rerun_clear(cluster_id=cluster.id)
+        transaction.on_commit(lambda: cycle_rerun_if_requested(cluster_id=cluster.id), robust=True)
         pause = settings.SCHEDULER_CYCLE_PAUSE_SECONDS
         if pause:
             # Fault injection for the failure tests (kill -9 a worker mid-cycle); 0 otherwise.

@@ -6,9 +6,14 @@ import threading
 from datetime import timedelta
 
 import pytest
+from celery import schedules
 from django.utils import timezone
 
-from governance.management.commands.serve import LAST_ERROR, run_status_lines
+from governance.management.commands.serve import (
+    LAST_ERROR,
+    run_status_lines,
+    schedule_next_last_run,
+)
 from scheduler.choices import WorkloadState
 from scheduler.models import SchedulingCycle, Workload
 from scheduler.selectors.status import loop_status
@@ -63,3 +68,31 @@ def test_the_server_writes_a_line_each_period_with_the_last_error():
         LAST_ERROR.text = ""
     assert len(lines) == 1
     assert lines[0].endswith("last error: scheduler_cycle: RuntimeError: boom")
+
+
+def test_an_interval_task_keeps_its_cadence_however_late_the_loop_polls():
+    every = schedules.schedule(timedelta(seconds=5))
+    start = timezone.now()
+    # Polled 0.4 s after each due time, sixty times: the runs still count from their due
+    # times, so twelve fall in each minute rather than one fewer.
+    last_run = start - every.run_every
+    recorded = []
+    for _ in range(60):
+        due_at = last_run + every.run_every
+        last_run = schedule_next_last_run(every, last_run, due_at + timedelta(seconds=0.4))
+        recorded.append(last_run)
+    assert recorded == [start + i * every.run_every for i in range(60)]
+
+
+def test_an_interval_task_more_than_an_interval_late_restarts_from_now():
+    every = schedules.schedule(timedelta(seconds=5))
+    last_run = timezone.now()
+    late = last_run + timedelta(seconds=12)  # due at +5 s, then again at +10 s: both missed
+    assert schedule_next_last_run(every, last_run, late) == late
+
+
+def test_a_crontab_task_records_when_it_ran():
+    monthly = schedules.crontab(minute=0, hour=6, day_of_month=1)
+    last_run = timezone.now()
+    now = last_run + timedelta(days=31, seconds=3)
+    assert schedule_next_last_run(monthly, last_run, now) == now

@@ -1,4 +1,5 @@
-"""Enqueued cycles are coalesced: at most one queued per cluster, and no change is missed.
+"""Enqueued cycles are coalesced: at most one queued per cluster, and no change is missed,
+not even one whose cycle skipped because another cycle held the lock.
 
 Real Redis and, where a cycle must run, the real Celery worker (``celery_worker``). The
 queued messages are counted in the broker's own list for the queue (no timing assertions).
@@ -6,6 +7,7 @@ queued messages are counted in the broker's own list for the queue (no timing as
 
 from __future__ import annotations
 
+import threading
 import uuid
 from contextlib import contextmanager
 
@@ -17,7 +19,11 @@ from django.test import override_settings
 from governance.celery import app as celery_app
 from scheduler.choices import OrderKind
 from scheduler.models import Order, SchedulingCycle
-from scheduler.services.cycle_queue import cycle_queued_key
+from scheduler.services.cycle_queue import (
+    cycle_queued_key,
+    cycle_rerun_request,
+    cycle_rerun_requested,
+)
 from scheduler.services.workloads import workload_submit
 from tests.conftest import wait_for
 from tests.scheduler.conftest import build_world
@@ -128,3 +134,79 @@ def test_with_redis_away_for_the_flag_the_task_is_still_sent():
         # No flag to coalesce on: every enqueue sent its task.
         assert queued_messages(queue) == 2
         assert not broker().exists(cycle_queued_key(world.cluster.id))
+
+
+def run_holder_and_skipper(world) -> dict:
+    """A cycle holds the lock (paused inside it) while a second one tries: the second skips.
+
+    Returns both results and whether a rerun was requested while the holder still held.
+    """
+    from django.db import connection
+
+    from scheduler.services.cycle import scheduling_cycle_run
+    from tests.scheduler.test_tasks_cycle import cycle_lock_held
+
+    results = {}
+
+    def hold() -> None:
+        try:
+            results["holder"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        finally:
+            connection.close()
+
+    with override_settings(SCHEDULER_CYCLE_PAUSE_SECONDS=2):
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert wait_for(lambda: cycle_lock_held(world.cluster.id), timeout=10)
+        results["skipper"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        results["requested"] = cycle_rerun_requested(cluster_id=world.cluster.id)
+        holder.join(timeout=60)
+    return results
+
+
+def test_a_cycle_that_skips_gets_one_more_cycle_sent_after_the_holder_commits():
+    world = build_world()
+    with unread_queue():
+        submit(world, "job")  # its cycle waits, unread, in this queue
+    with unread_queue() as queue:
+        results = run_holder_and_skipper(world)
+        assert results["skipper"] is None and isinstance(results["holder"], SchedulingCycle)
+        assert results["requested"]
+        # The holder, once committed, found the request and sent the next cycle.
+        assert queued_messages(queue) == 1
+        assert not cycle_rerun_requested(cluster_id=world.cluster.id)
+        broker().delete(cycle_queued_key(world.cluster.id))
+
+
+def test_without_a_broker_the_holder_runs_the_requested_cycle_itself():
+    world = build_world()
+    with unread_queue():
+        submit(world, "job")
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        results = run_holder_and_skipper(world)
+    finally:
+        celery_app.conf.task_always_eager = eager
+    assert results["skipper"] is None and results["requested"]
+    # The holder's cycle and, inline after its commit, the one the skipper asked for.
+    assert SchedulingCycle.objects.filter(cluster=world.cluster).count() == 2
+    celery_app.conf.task_always_eager = True
+    try:
+        assert not cycle_rerun_requested(cluster_id=world.cluster.id)
+    finally:
+        celery_app.conf.task_always_eager = eager
+
+
+def test_a_cycle_serves_the_requests_made_before_it_took_the_lock():
+    from scheduler.services.cycle import scheduling_cycle_run
+
+    world = build_world()
+    with unread_queue():
+        submit(world, "job")
+    with unread_queue() as queue:
+        cycle_rerun_request(cluster_id=world.cluster.id)
+        assert isinstance(scheduling_cycle_run(cluster_id=world.cluster.id), SchedulingCycle)
+        # It read every change the request stood for: no further cycle was sent.
+        assert not cycle_rerun_requested(cluster_id=world.cluster.id)
+        assert queued_messages(queue) == 0
