@@ -13,6 +13,7 @@ from governance.celery import app as celery_app
 from scheduler.choices import OrderKind, WorkloadState
 from scheduler.models import Order, Run, SchedulingCycle, Workload
 from scheduler.services.cycle import scheduling_cycle_run
+from scheduler.services.cycle_queue import cycle_rerun_requested
 from scheduler.services.locks import CYCLE_LOCK
 from scheduler.services.workloads import workload_submit
 from tests.conftest import wait_for
@@ -30,6 +31,30 @@ def cycle_lock_held(cluster_id: int) -> bool:
         return cursor.fetchone()[0] > 0
 
 
+def cycle_beside_a_holder(world) -> dict:
+    """A cycle holds the lock (paused inside it, 2 s) while a second one tries, and skips.
+
+    Returns both cycles' results (``holder``, ``skipper``) and whether a rerun was requested
+    while the holder still held the lock (``requested``).
+    """
+    results = {}
+
+    def hold() -> None:
+        try:
+            results["holder"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        finally:
+            connection.close()
+
+    with override_settings(SCHEDULER_CYCLE_PAUSE_SECONDS=2):
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert wait_for(lambda: cycle_lock_held(world.cluster.id), timeout=10)
+        results["skipper"] = scheduling_cycle_run(cluster_id=world.cluster.id)
+        results["requested"] = cycle_rerun_requested(cluster_id=world.cluster.id)
+        holder.join(timeout=60)
+    return results
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_cycles_one_runs_and_the_other_skips():
     world = build_world()
@@ -45,23 +70,9 @@ def test_two_concurrent_cycles_one_runs_and_the_other_skips():
         )  # fmt: skip
     finally:
         celery_app.conf.task_default_queue = original_queue
-    results = {}
-
-    def first() -> None:
-        try:
-            results["first"] = scheduling_cycle_run(cluster_id=world.cluster.id)
-        finally:
-            connection.close()
-
-    with override_settings(SCHEDULER_CYCLE_PAUSE_SECONDS=2):
-        holder = threading.Thread(target=first)
-        holder.start()
-        assert wait_for(lambda: cycle_lock_held(world.cluster.id), timeout=10)
-        results["second"] = scheduling_cycle_run(cluster_id=world.cluster.id)
-        holder.join(timeout=30)
-
-    assert results["second"] is None
-    assert isinstance(results["first"], SchedulingCycle)
+    results = cycle_beside_a_holder(world)
+    assert results["skipper"] is None
+    assert isinstance(results["holder"], SchedulingCycle)
     assert SchedulingCycle.objects.filter(cluster=world.cluster).count() == 1
     assert Run.objects.count() == 1
 

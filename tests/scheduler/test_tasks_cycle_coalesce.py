@@ -7,7 +7,6 @@ queued messages are counted in the broker's own list for the queue (no timing as
 
 from __future__ import annotations
 
-import threading
 import uuid
 from contextlib import contextmanager
 
@@ -27,6 +26,7 @@ from scheduler.services.cycle_queue import (
 from scheduler.services.workloads import workload_submit
 from tests.conftest import wait_for
 from tests.scheduler.conftest import build_world
+from tests.scheduler.test_tasks_cycle import cycle_beside_a_holder
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -136,40 +136,12 @@ def test_with_redis_away_for_the_flag_the_task_is_still_sent():
         assert not broker().exists(cycle_queued_key(world.cluster.id))
 
 
-def run_holder_and_skipper(world) -> dict:
-    """A cycle holds the lock (paused inside it) while a second one tries: the second skips.
-
-    Returns both results and whether a rerun was requested while the holder still held.
-    """
-    from django.db import connection
-
-    from scheduler.services.cycle import scheduling_cycle_run
-    from tests.scheduler.test_tasks_cycle import cycle_lock_held
-
-    results = {}
-
-    def hold() -> None:
-        try:
-            results["holder"] = scheduling_cycle_run(cluster_id=world.cluster.id)
-        finally:
-            connection.close()
-
-    with override_settings(SCHEDULER_CYCLE_PAUSE_SECONDS=2):
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert wait_for(lambda: cycle_lock_held(world.cluster.id), timeout=10)
-        results["skipper"] = scheduling_cycle_run(cluster_id=world.cluster.id)
-        results["requested"] = cycle_rerun_requested(cluster_id=world.cluster.id)
-        holder.join(timeout=60)
-    return results
-
-
 def test_a_cycle_that_skips_gets_one_more_cycle_sent_after_the_holder_commits():
     world = build_world()
     with unread_queue():
         submit(world, "job")  # its cycle waits, unread, in this queue
     with unread_queue() as queue:
-        results = run_holder_and_skipper(world)
+        results = cycle_beside_a_holder(world)
         assert results["skipper"] is None and isinstance(results["holder"], SchedulingCycle)
         assert results["requested"]
         # The holder, once committed, found the request and sent the next cycle.
@@ -185,7 +157,7 @@ def test_without_a_broker_the_holder_runs_the_requested_cycle_itself():
     eager = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
     try:
-        results = run_holder_and_skipper(world)
+        results = cycle_beside_a_holder(world)
     finally:
         celery_app.conf.task_always_eager = eager
     assert results["skipper"] is None and results["requested"]
