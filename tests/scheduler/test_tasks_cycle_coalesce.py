@@ -20,6 +20,7 @@ from scheduler.choices import OrderKind
 from scheduler.models import Order, SchedulingCycle
 from scheduler.services.cycle_queue import (
     cycle_queued_key,
+    cycle_rerun_key,
     cycle_rerun_request,
     cycle_rerun_requested,
 )
@@ -182,3 +183,19 @@ def test_a_cycle_serves_the_requests_made_before_it_took_the_lock():
         # It read every change the request stood for: no further cycle was sent.
         assert not cycle_rerun_requested(cluster_id=world.cluster.id)
         assert queued_messages(queue) == 0
+
+
+def test_with_redis_away_for_the_rerun_request_cycles_still_run_and_skip_cleanly():
+    world = build_world()
+    with unread_queue():
+        submit(world, "job")
+    with unread_queue() as queue:
+        # Only the request's client reads CELERY_BROKER_URL from the settings (see above).
+        with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
+            results = cycle_beside_a_holder(world)
+            # Neither the request nor its lookup could reach Redis: both are logged, and
+            # the beat's next cycle reads the change instead.
+            assert results["skipper"] is None and not results["requested"]
+        assert isinstance(results["holder"], SchedulingCycle)
+        assert queued_messages(queue) == 0
+    assert not broker().exists(cycle_rerun_key(world.cluster.id))
