@@ -61,6 +61,14 @@ def _client() -> redis.Redis | None:
     return client
 
 
+def _queue_client() -> redis.Redis | None:
+    """The Redis that holds the queued flags and rerun requests: the broker's, unless tasks
+    run eagerly (no broker: nothing is queued, and rerun requests live in this process)."""
+    from governance.celery import app
+
+    return None if app.conf.task_always_eager else _client()
+
+
 def cycle_queued_key(cluster_id: int) -> str:
     """The flag's key. It names the task queue too: a cycle queued for one set of workers
     (e.g. another test session's private queue on a shared Redis) says nothing about another's.
@@ -75,10 +83,9 @@ def cycle_send(*, cluster_id: int) -> bool:
 
     Returns whether a task was sent. Called after commit (``cycle_enqueue``).
     """
-    from governance.celery import app
     from scheduler.tasks import scheduler_cycle
 
-    client = None if app.conf.task_always_eager else _client()
+    client = _queue_client()
     if client is not None:
         ttl = settings.SCHEDULER_CYCLE_QUEUED_TTL_SECONDS
         try:
@@ -113,20 +120,13 @@ def cycle_rerun_key(cluster_id: int) -> str:
     return f"scheduler:cycle-rerun:{app.conf.task_default_queue}:{cluster_id}"
 
 
-def _rerun_client() -> redis.Redis | None:
-    """Where rerun requests live: Redis with a real broker, this process otherwise."""
-    from governance.celery import app
-
-    return None if app.conf.task_always_eager else _client()
-
-
 def cycle_rerun_request(*, cluster_id: int) -> None:
     """Ask the cycle that holds the cluster's lock to send one more cycle once it commits.
 
     A skipped cycle calls this. With Redis away the request is lost and the beat's next
     cycle reads the change instead (logged).
     """
-    client = _rerun_client()
+    client = _queue_client()
     if client is None:
         with _local_reruns_guard:
             _local_reruns.add(cluster_id)
@@ -140,7 +140,7 @@ def cycle_rerun_request(*, cluster_id: int) -> None:
 
 def _rerun_take(cluster_id: int, *, keep: bool) -> bool:
     """Whether a rerun is requested for the cluster; the request is removed unless ``keep``."""
-    client = _rerun_client()
+    client = _queue_client()
     if client is None:
         with _local_reruns_guard:
             requested = cluster_id in _local_reruns

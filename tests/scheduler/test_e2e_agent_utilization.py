@@ -127,8 +127,9 @@ def test_the_agent_reports_what_nvidia_smi_says_of_the_run(agent_process):
     def started() -> Run | None:
         # A cycle each poll, as the loop's periodic one would run it. Cycles here run in
         # process, on each change, with no periodic loop: the submit's own cycle skips when
-        # it meets the node registration's cycle still holding the lock, and nothing else
-        # would start the workload.
+        # it meets the node registration's cycle still holding the lock. That holder then
+        # runs it after its commit (a rerun request, ``cycle_queue``); this stands in for
+        # the beat, which covers the rare request that misses the holder's look.
         scheduling_cycle_run(cluster_id=world.cluster.id)
         return Run.objects.filter(workload=workload).first()
 

@@ -18,6 +18,7 @@ from django.test import override_settings
 from governance.celery import app as celery_app
 from scheduler.choices import OrderKind
 from scheduler.models import Order, SchedulingCycle
+from scheduler.services.cycle import scheduling_cycle_run
 from scheduler.services.cycle_queue import (
     cycle_queued_key,
     cycle_rerun_key,
@@ -54,6 +55,17 @@ def unread_queue():
     finally:
         celery_app.conf.task_default_queue = original
         broker().delete(queue)
+
+
+@contextmanager
+def eager_tasks():
+    """Run tasks in process, as without a broker (the quick start)."""
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager = eager
 
 
 def submit(world, name: str, gpus: int = 1):
@@ -155,25 +167,15 @@ def test_without_a_broker_the_holder_runs_the_requested_cycle_itself():
     world = build_world()
     with unread_queue():
         submit(world, "job")
-    eager = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    try:
+    with eager_tasks():
         results = cycle_beside_a_holder(world)
-    finally:
-        celery_app.conf.task_always_eager = eager
+        assert not cycle_rerun_requested(cluster_id=world.cluster.id)
     assert results["skipper"] is None and results["requested"]
     # The holder's cycle and, inline after its commit, the one the skipper asked for.
     assert SchedulingCycle.objects.filter(cluster=world.cluster).count() == 2
-    celery_app.conf.task_always_eager = True
-    try:
-        assert not cycle_rerun_requested(cluster_id=world.cluster.id)
-    finally:
-        celery_app.conf.task_always_eager = eager
 
 
 def test_a_cycle_serves_the_requests_made_before_it_took_the_lock():
-    from scheduler.services.cycle import scheduling_cycle_run
-
     world = build_world()
     with unread_queue():
         submit(world, "job")
