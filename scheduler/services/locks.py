@@ -27,7 +27,9 @@ def locked_transaction(kind: int, cluster_id: int, *, wait: bool) -> Iterator[bo
     """Open (or join) a transaction holding the ``kind`` lock of ``cluster_id``.
 
     Yields whether the lock is held: with ``wait=False`` a caller that gets ``False`` must
-    do nothing (another worker is at it). With ``wait=True`` it always yields ``True``.
+    do nothing (another worker is at it; on SQLite it is given no transaction). With
+    ``wait=True`` it always yields ``True``. The lock is free again once the transaction
+    commits, before the on-commit hooks registered inside it run.
     Any transaction that ends runs takes ``ACCOUNTING_LOCK`` *before* it locks run rows, so
     accounting and run ends cannot deadlock.
     """
@@ -44,10 +46,27 @@ def locked_transaction(kind: int, cluster_id: int, *, wait: bool) -> Iterator[bo
         return
     with _local_guard:
         lock = _local_locks[(kind, cluster_id)]
-    held = lock.acquire(blocking=wait)
+    if not lock.acquire(blocking=wait):
+        # The caller does nothing; a transaction would only queue it behind the holder's
+        # write lock (SQLite takes it when a transaction begins) for as long as the holder runs.
+        yield False
+        return
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            lock.release()
+
     try:
         with transaction.atomic():
-            yield held
+            # Released at commit, before any on-commit hook registered inside runs, as
+            # PostgreSQL releases its lock at commit: a hook that looks for work asked of the
+            # holder meanwhile (a cycle's rerun requests) must see a caller that found the
+            # lock held and asked, or that caller's retry must find the lock free.
+            transaction.on_commit(release)
+            yield True
     finally:
-        if held:
-            lock.release()
+        # A rollback, or a block joined to an outer transaction that has not committed yet.
+        release()
