@@ -21,7 +21,6 @@ imported) and run on the reference path (``incremental=False``). Minutes per rep
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
@@ -29,9 +28,7 @@ import sys
 os.environ["ENGINE_NATIVE"] = "0"  # the variant wraps a method of the policy's class
 
 from scheduler.engine import policy_fairshare
-from scheduler.simulator import compute_metrics, replay
-from tests.bench.trace_source import each_variant_run
-from tests.bench.variant_report import figures_line
+from tests.bench.variant_report import print_variant_runs
 
 _PRODUCT_BEGIN = policy_fairshare.FairShare.begin
 VARIANTS = ("window", "held")
@@ -71,18 +68,16 @@ def _install(variant: str) -> None:
     policy_fairshare.FairShare.begin = begin
 
 
+def _requeue_waits(metrics: dict) -> str:
+    """The submit window's waits after a preemption, p50 and p90."""
+    requeue = metrics["submit_window"]["queue_wait_seconds"]["requeue"]
+    return (
+        f"after a preemption p50 {requeue['p50'] / 3600:.1f} h, p90 {requeue['p90'] / 3600:.1f} h"
+    )
+
+
 def main(args: list[str]) -> None:
-    for arg, variant, trace, budgets, config in each_variant_run(args, VARIANTS):
-        _install(variant)
-        config = dataclasses.replace(config, wake_at_timers=True)
-        metrics = compute_metrics(replay(trace, budgets, config))
-        requeue = metrics["submit_window"]["queue_wait_seconds"]["requeue"]
-        print(
-            f"{arg}: {figures_line(metrics)}; after a preemption p50 "
-            f"{requeue['p50'] / 3600:.1f} h, p90 {requeue['p90'] / 3600:.1f} h",
-            flush=True,
-        )
-    _install(VARIANTS[0])
+    print_variant_runs(args, VARIANTS, _install, True, _requeue_waits)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,17 @@ def print_variant_runs(
     variants: tuple[str, ...],
     install: Callable[[str], None],
     wake_at_timers: bool = False,
+    more: Callable[[dict], str] | None = None,
 ) -> None:
     """Replay each ``variant:gpus[:first N jobs]`` argument (``--trace PATH`` first: another
     trace) with ``install(variant)`` in place and print its ``figures_line``; the first of
     ``variants`` (the product's rules) is put back at the end. ``wake_at_timers``: the
-    replays also cycle at the engine's timers (``ReplayConfig.wake_at_timers``)."""
+    replays also cycle at the engine's timers (``ReplayConfig.wake_at_timers``). ``more``:
+    a tool's own figures of the metrics, printed after the line's, after a semicolon."""
     for arg, variant, trace, budgets, config in each_variant_run(args, variants):
         install(variant)
         config = dataclasses.replace(config, wake_at_timers=wake_at_timers)
-        print(f"{arg}: {figures_line(compute_metrics(replay(trace, budgets, config)))}", flush=True)
+        metrics = compute_metrics(replay(trace, budgets, config))
+        line = f"{arg}: {figures_line(metrics)}"
+        print(f"{line}; {more(metrics)}" if more else line, flush=True)
     install(variants[0])

@@ -3,13 +3,7 @@ creates the change-note triggers there, and a cycle reads and deletes the notes.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.quick_start import quick_start_json
 
 # Without a broker every submit runs a cycle at once, in process, at the real time.
 SCRIPT = """
@@ -37,19 +31,7 @@ print(json.dumps({
 
 
 def test_the_quick_start_database_notes_changes_and_keeps_the_engine(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'quick.sqlite3'}",
-        "DEBUG": "true",
-        "CELERY_BROKER_URL": "",
-    }
-    run = [sys.executable, "manage.py"]
-    subprocess.run([*run, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    done = subprocess.run(
-        [*run, "shell", "-c", SCRIPT], cwd=ROOT, env=env, check=True, timeout=300,
-        capture_output=True, text=True,
-    )  # fmt: skip
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = quick_start_json(tmp_path, SCRIPT, migrate=True)
     assert result["engines"] == ["first cycle on this worker", "kept"]
     assert result["starts"] == [1, 1]
     assert result["states"] == ["running", "running"]

@@ -4,18 +4,13 @@ asked of the holder meanwhile (a cycle's rerun requests) relies on it."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 from django.db import connections, transaction
 
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
+from tests.quick_start import quick_start_json
 
-ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_ID = 424242  # no row is read: the lock is keyed by the number alone
 
 
@@ -48,31 +43,15 @@ def test_on_postgresql_a_hook_finds_the_lock_free(transactional_db):
 
 
 def test_on_sqlite_a_hook_finds_the_lock_free(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'quick.sqlite3'}",
-        "DEBUG": "true",
-        "CELERY_BROKER_URL": "",
-    }
     script = (
         "import json; from tests.scheduler.test_locks import lock_seen_from_hooks; "
         "print(json.dumps(lock_seen_from_hooks()))"
     )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
-        timeout=300, capture_output=True, text=True,
-    )  # fmt: skip
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = quick_start_json(tmp_path, script)
     assert seen == {"holder": True, "inside": False, "hook": True}
 
 
 def test_on_sqlite_a_rolled_back_holder_frees_the_lock(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'quick.sqlite3'}",
-        "DEBUG": "true",
-        "CELERY_BROKER_URL": "",
-    }
     script = """
 import json, threading
 from scheduler.services.locks import CYCLE_LOCK, locked_transaction
@@ -90,8 +69,4 @@ thread.start()
 thread.join(timeout=60)
 print(json.dumps(seen))
 """
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, check=True,
-        timeout=300, capture_output=True, text=True,
-    )  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True]
+    assert quick_start_json(tmp_path, script) == [True]
