@@ -17,6 +17,18 @@ from scheduler.engine.records import Job
 _LEVEL_WORDS = ("organization", "program", "group")
 
 
+def later_victims(order: Sequence[str], evictable: Mapping[str, int]) -> dict[str, bool]:
+    """Per project of ``order``: does some project at its rank or after it hold evictable
+    work (own-project victims included)? A walk at that rank may then still find someone
+    to preempt (``_FairShareView.victims_possible``)."""
+    later: dict[str, bool] = {}
+    found = False
+    for i in range(len(order) - 1, -1, -1):
+        found = found or evictable.get(order[i], 0) > 0
+        later[order[i]] = found
+    return later
+
+
 class _RoomGrowth:
     """How often any team's room above its entitlement grew over one scheduler's life, which
     team's room each growth was (``teams[i]``: growth ``i + 1``), and the rooms its last
@@ -82,15 +94,7 @@ class _FairShareView(PolicyView):
         growth.rooms = self._rooms
         self._growth = growth
         self.borrowers_set = frozenset(self._rooms)
-        # Per project: some project at its rank or after holds evictable work (own-project
-        # victims included), so a walk at that rank may still find someone to preempt.
-        later: dict[str, bool] = {}
-        found = False
-        evictable = inputs.evictable
-        for i in range(len(order) - 1, -1, -1):
-            found = found or evictable.get(order[i], 0) > 0
-            later[order[i]] = found
-        self._later_victims = later
+        self._later_victims = later_victims(order, inputs.evictable)
 
     @property
     def ranking(self) -> Ranking:

@@ -55,14 +55,8 @@ def _install(variant: str) -> None:
     def begin(policy, inputs):
         view = _PRODUCT_BEGIN(policy, inputs)
         order = view.groups = _held_order(view)
-        # What the view derived from the order: some project at a rank or after it holds
-        # evictable work (``victims_possible``), recomputed for the new order.
-        later: dict[str, bool] = {}
-        found = False
-        for group in reversed(order):
-            found = found or inputs.evictable.get(group, 0) > 0
-            later[group] = found
-        view._later_victims = later
+        # What the view derived from the order, recomputed for the new order.
+        view._later_victims = policy_fairshare.later_victims(order, inputs.evictable)
         return view
 
     policy_fairshare.FairShare.begin = begin
