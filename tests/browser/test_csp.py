@@ -96,3 +96,19 @@ def test_a_violation_would_be_seen(page, live_server, world_with_usage):
     page.wait_for_function("window.__cspViolations.length > 0", timeout=30_000)
     assert page.evaluate("window.__ran === undefined")
     assert any("script-src" in v for v in page.evaluate("window.__cspViolations"))
+
+
+def test_api_docs_render_every_operation_under_the_policy(page, live_server, db):
+    """Swagger UI starts from our template (the main bundle, no standalone preset) and draws
+    the schema's operations, with no CSP violation and no error in the console."""
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    page.add_init_script(RECORD_VIOLATIONS)
+    response = page.goto(f"{live_server.url}/api/docs/")
+    assert response.status == 200
+    submit = page.locator(".opblock-post .opblock-summary-path", has_text="/api/workloads/")
+    expect(submit.first).to_be_visible(timeout=30_000)
+    assert page.locator(".opblock").count() > 10
+    assert page.evaluate("window.__cspViolations") == []
+    assert [m for m in console if m.startswith(("error", "pageerror"))] == [], console
