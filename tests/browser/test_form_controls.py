@@ -51,3 +51,47 @@ def test_every_field_has_the_apps_look(page, live_server, world, account):
         assert not odd, (path, found["reference"], odd)
         seen += len(found["fields"])
     assert seen >= 3  # the pages have forms: the check looked at something
+
+
+# Per filter bar (a row of fields and buttons above a table): for each line of it, the tops
+# of its labels and the tops and heights of its fields and buttons.
+FILTER_ROWS = """() => [...document.querySelectorAll("form.filters")].map(form => {
+  const lines = {};
+  const line = (el) => {
+    const box = el.closest(".field") || el;  // a button's margin stands for a label above it
+    const top = box.getBoundingClientRect().top - parseFloat(getComputedStyle(box).marginTop);
+    const key = Math.round(top / 40);
+    return lines[key] = lines[key] || {labels: [], fields: [], buttons: []};
+  };
+  for (const label of form.querySelectorAll(".field > label:not(.check)")) {
+    if (label.getClientRects().length) line(label).labels.push(Math.round(label.getBoundingClientRect().top));
+  }
+  for (const el of form.querySelectorAll(".field > input, .field > select")) {
+    if (!el.getClientRects().length || ["checkbox", "radio", "hidden"].includes(el.type)) continue;
+    const b = el.getBoundingClientRect();
+    line(el).fields.push([Math.round(b.top), Math.round(b.height)]);
+  }
+  for (const el of form.querySelectorAll(":scope > .btn, :scope > button")) {
+    const b = el.getBoundingClientRect();
+    line(el).buttons.push([Math.round(b.top), Math.round(b.height)]);
+  }
+  return Object.values(lines);
+})"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_filter_bars_line_up(page, live_server, world, width):
+    """A filter bar's labels sit on one line and its fields and buttons on the next, of one
+    height, whether a field has a help text under it or not (the audit trail's "Who" has)."""
+    page.set_viewport_size({"width": width, "height": 800})
+    sign_in(page, live_server, "org_admin", world.password)
+    checked = 0
+    for path in ["/audit/", "/workloads/", "/nodes/", "/reports/usage/", "/dashboards/delivery/"]:
+        page.goto(f"{live_server.url}{path}")
+        for line in (line for bar in page.evaluate(FILTER_ROWS) for line in bar):
+            assert len(set(line["labels"])) <= 1, (path, line)
+            controls = line["fields"] + line["buttons"]
+            assert len({top for top, _ in controls}) <= 1, (path, line)
+            assert len({height for _, height in controls}) <= 1, (path, line)
+            checked += len(controls)
+    assert checked >= 10
