@@ -63,7 +63,7 @@ FILTER_ROWS = """() => [...document.querySelectorAll("form.filters")].map(form =
     const key = Math.round(top / 40);
     return lines[key] = lines[key] || {labels: [], fields: [], buttons: []};
   };
-  for (const label of form.querySelectorAll(".field > label:not(.check)")) {
+  for (const label of form.querySelectorAll(".field > label:not(:has(> input))")) {
     if (label.getClientRects().length) line(label).labels.push(Math.round(label.getBoundingClientRect().top));
   }
   for (const el of form.querySelectorAll(".field > input, .field > select")) {
@@ -71,7 +71,9 @@ FILTER_ROWS = """() => [...document.querySelectorAll("form.filters")].map(form =
     const b = el.getBoundingClientRect();
     line(el).fields.push([Math.round(b.top), Math.round(b.height)]);
   }
-  for (const el of form.querySelectorAll(":scope > .btn, :scope > button")) {
+  // A checkbox inside its label stands where the fields do, as a button does.
+  const checks = [...form.querySelectorAll(".field")].filter(f => f.querySelector(":scope > label > input[type=checkbox]"));
+  for (const el of [...form.querySelectorAll(":scope > .btn, :scope > button"), ...checks]) {
     const b = el.getBoundingClientRect();
     line(el).buttons.push([Math.round(b.top), Math.round(b.height)]);
   }
