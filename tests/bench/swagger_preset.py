@@ -23,7 +23,8 @@ from pathlib import Path
 import drf_spectacular_sidecar
 from playwright.sync_api import sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.browser.conftest import CHROMIUM
+
 DIST = (
     Path(drf_spectacular_sidecar.__file__).parent / "static/drf_spectacular_sidecar/swagger-ui-dist"
 )

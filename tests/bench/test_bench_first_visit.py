@@ -22,10 +22,11 @@ from django.db import connections
 from django.utils import timezone
 from playwright.sync_api import sync_playwright
 
+from tests.browser.conftest import CHROMIUM
+
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 TARGET_SECONDS = 0.5
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 DRAWN = (
     "() => [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'true')"
 )
