@@ -23,11 +23,24 @@ from scheduler.selectors.workloads import visible_workloads, with_standing
 
 QUEUE_PAGE_SIZE = 50
 
-# Sort key -> (label, ordering). "queue": work still waiting or running first (a team with
-# weeks of finished work would never see its queue otherwise), each part newest first.
-_ACTIVE_FIRST = Case(When(state__in=DEMAND_STATES, then=Value(0)), default=Value(1))
+# Sort key -> (label, ordering). "queue", the default: waiting work first, in its place in
+# the fair-share order (the question a researcher opens the page with is "when does mine
+# start?"), then running work (and work being stopped, which will queue again), then the
+# rest, each newest first. Ended work comes last so a team with weeks of finished work
+# still sees its queue. Only a pending workload's key is read: a running one's is not a
+# place in any queue.
+_WAITING, _RUNNING, _ENDED = 0, 1, 2
+_QUEUE_GROUP = Case(
+    When(state=WorkloadState.PENDING, then=Value(_WAITING)),
+    When(state__in=DEMAND_STATES, then=Value(_RUNNING)),
+    default=Value(_ENDED),
+)
+_PLACE = Case(When(state=WorkloadState.PENDING, then=F("queue_key")), default=None)
 SORTS: dict[str, tuple[str, tuple]] = {
-    "queue": ("Waiting and running first", (_ACTIVE_FIRST, "-submitted_at", "-id")),
+    "queue": (
+        "Waiting (in queue order), then running",
+        (_QUEUE_GROUP, _PLACE.asc(nulls_last=True), "-submitted_at", "-id"),
+    ),
     "position": (
         "Place in the queue",
         (F("queue_key").asc(nulls_last=True), "-submitted_at", "-id"),

@@ -219,6 +219,37 @@ def test_waiting_work_comes_before_newer_finished_work(personas):
     assert waiting.state == WorkloadState.PENDING
 
 
+def test_waiting_work_is_listed_in_its_place_in_the_queue_then_running_work(personas):
+    """The default list answers "when does mine start?": waiting work from place 1 down,
+    whatever order it was submitted in, then running work, then ended work."""
+    p = personas
+    began = timezone.now() - timedelta(hours=2)
+    for i in range(8):
+        # Two teams, submitted alternately: the fair-share order is not submission order.
+        project = p.project_a1 if i % 2 else p.project_b1
+        workload_submit(
+            project=project, cluster=p.cluster, name=f"w{i}", gpus=4, min_runtime_seconds=600,
+            launch_spec={"command": ["x"]}, declared_duration_seconds=3600,
+            submitted_by=p.org_admin, now=began + timedelta(minutes=i),
+        )  # fmt: skip
+    scheduling_cycle_run(cluster_id=p.cluster.id, now=began + timedelta(minutes=10))
+    ended = submit(p, "ended", 1, at=began + timedelta(minutes=20), duration=60)
+    Workload.objects.filter(pk=ended.pk).update(state=WorkloadState.SUCCEEDED)
+
+    rows = browser(p.org_admin).get("/workloads/").context["workloads"]
+    states = [w.state for w in rows]
+    assert states == sorted(
+        states,
+        key=[WorkloadState.PENDING, WorkloadState.RUNNING, WorkloadState.SUCCEEDED].index,
+    )
+    assert states.count(WorkloadState.RUNNING) == 2
+    places = [w.queue_position for w in rows if w.state == WorkloadState.PENDING]
+    assert places == list(range(1, 7))
+    # The two teams alternate in the fair-share order, so the list is not newest first.
+    submitted = [w.submitted_at for w in rows if w.state == WorkloadState.PENDING]
+    assert submitted != sorted(submitted, reverse=True)
+
+
 def _many(p, count, *, project=None, user=None, start=None):
     """``count`` pending workloads submitted a minute apart, oldest first."""
     start = start or timezone.now() - timedelta(days=1)
