@@ -2,7 +2,8 @@
 
 Each round opens a new browser context (nothing cached), signs in through the sign-in form
 (not timed), then times from navigation to the moment every chart of the page is drawn
-(``data-drawn``) — HTML, CSS, the Plotly bundle's download and compile, the figures. The
+(``data-drawn``) — HTML, CSS, the Plotly bundle's download and compile, the figures; on the
+API docs page, to the moment Swagger UI has fetched the schema and drawn the operations. The
 server is pytest-django's live server on 127.0.0.1 with the personas' world and an hour of
 usage (and, for the simulator's result page, a simulation with the form's defaults run to
 the end first). Target: median <= 500 ms per page. Nothing here asserts on time.
@@ -30,6 +31,9 @@ TARGET_SECONDS = 0.5
 DRAWN = (
     "() => [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'true')"
 )
+# The API docs page has no chart: it is usable once Swagger UI has fetched the schema and
+# drawn its operations, which happens after the load event.
+OPERATIONS_DRAWN = "() => document.querySelectorAll('.opblock').length > 0"
 
 
 @pytest.fixture
@@ -125,7 +129,7 @@ def test_bench_first_visit(benchmark, live_server, world, chromium, path, reques
     def visit(page):
         started = time.perf_counter()
         page.goto(live_server.url + path, wait_until="load")
-        page.wait_for_function(DRAWN)
+        page.wait_for_function(OPERATIONS_DRAWN if path == "/api/docs/" else DRAWN)
         return time.perf_counter() - started
 
     benchmark.extra_info["target_seconds"] = TARGET_SECONDS

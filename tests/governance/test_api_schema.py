@@ -9,7 +9,10 @@ import pytest
 import yaml
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
+
+from governance.api.schema_view import SchemaView
 
 pytestmark = pytest.mark.django_db
 
@@ -73,3 +76,51 @@ def test_swagger_ui_loads_only_the_scripts_it_runs():
         "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
     ], scripts
     assert "standalone" not in html
+
+
+@pytest.fixture
+def schema_builds(monkeypatch):
+    """Count drf-spectacular's schema builds, with the kept schemas forgotten first."""
+    monkeypatch.setattr(SchemaView, "_rendered", {})
+    builds = []
+    build = SchemaGenerator.get_schema
+
+    def counted(self, *args, **kwargs):
+        builds.append(1)
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counted)
+    return builds
+
+
+def test_the_schema_is_built_once_and_served_as_built(schema_builds):
+    """The API docs page fetches the schema on every visit; it is built once per process,
+    and what is kept is byte for byte what a fresh build serves, in each format."""
+    from drf_spectacular.views import SpectacularAPIView
+    from rest_framework.test import APIRequestFactory
+
+    client = APIClient()
+    fresh = SpectacularAPIView.as_view()  # drf-spectacular's own view builds every time
+    for accept in ("application/json", "application/vnd.oai.openapi"):
+        first = client.get("/api/schema/", HTTP_ACCEPT=accept)
+        again = client.get("/api/schema/", HTTP_ACCEPT=accept)
+        built = fresh(APIRequestFactory().get("/api/schema/", HTTP_ACCEPT=accept)).render()
+        assert first.status_code == again.status_code == 200
+        assert first.content == again.content == built.content
+        assert first["Content-Type"] == again["Content-Type"] == built["Content-Type"]
+        assert first["Content-Disposition"] == built["Content-Disposition"]
+        assert "Accept" in again["Vary"]
+    # Two formats kept, two fresh builds to compare with: four builds for six answers.
+    assert len(schema_builds) == 4
+
+
+def test_what_a_client_may_vary_is_built_fresh_and_never_kept(schema_builds):
+    """A language or media-type parameter is the caller's to choose: each such request is
+    built as drf-spectacular builds it, and the store does not grow with them."""
+    client = APIClient()
+    for n in range(3):
+        assert client.get("/api/schema/", {"lang": f"x{n}"}).status_code == 200
+        answer = client.get("/api/schema/", HTTP_ACCEPT=f"application/json; q=0.{n + 1}")
+        assert answer.status_code == 200
+    assert len(schema_builds) == 6
+    assert SchemaView._rendered == {}
