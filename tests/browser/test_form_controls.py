@@ -83,6 +83,25 @@ FILTER_ROWS = """() => [...document.querySelectorAll("form.filters")].map(form =
 })"""
 
 
+# Per field of a filter bar: its name and its width over the page's content width.
+FIELD_SHARES = """() => {
+  const main = document.querySelector("main");
+  const pad = parseFloat(getComputedStyle(main).paddingLeft) + parseFloat(getComputedStyle(main).paddingRight);
+  const room = main.clientWidth - pad;
+  return [...document.querySelectorAll("form.filters .field > select, form.filters .field > input")]
+    .filter(el => el.getClientRects().length && !["checkbox", "radio", "hidden"].includes(el.type))
+    .map(el => [el.name, el.getBoundingClientRect().width / room]);
+}"""
+
+
+# Per checkbox of a filter bar: its width, its label's height, and the height of a field.
+CHECKBOXES = """() => [...document.querySelectorAll("form.filters input[type=checkbox]")]
+  .filter(el => el.getClientRects().length)
+  .map(el => [el.getBoundingClientRect().width, el.closest("label").getBoundingClientRect().height,
+              parseFloat(getComputedStyle(document.documentElement).getPropertyValue("--control-height"))
+                * parseFloat(getComputedStyle(document.documentElement).fontSize)])"""
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_filter_bars_line_up(page, live_server, world, width):
     """A filter bar's labels sit on one line and its fields and buttons on the next, of one
@@ -92,8 +111,11 @@ def test_filter_bars_line_up(page, live_server, world, width):
     checked = 0
     for path in [
         "/audit/", "/workloads/", "/nodes/", "/reports/usage/", "/dashboards/delivery/",
-        "/notifications/", "/notifications/webhook/",
+        "/notifications/", "/notifications/webhook/", "/dashboards/fairshare/",
+        "/dashboards/health/", "tree",
     ]:  # fmt: skip
+        if path == "tree":
+            path = f"/clusters/{world.cluster.pk}/tree/"
         page.goto(f"{live_server.url}{path}")
         for line in (line for bar in page.evaluate(FILTER_ROWS) for line in bar):
             assert len(set(line["labels"])) <= 1, (path, line)
@@ -101,4 +123,12 @@ def test_filter_bars_line_up(page, live_server, world, width):
             assert len({top for top, _ in controls}) <= 1, (path, line)
             assert len({height for _, height in controls}) <= 1, (path, line)
             checked += len(controls)
+        if width == 390:
+            # On a phone each field has a line of its own, as wide as the page allows.
+            for name, share in page.evaluate(FIELD_SHARES):
+                assert share > 0.85, (path, name, share)
+        # A checkbox stays a box beside its words, whatever width the fields take.
+        for box_width, label_height, control_height in page.evaluate(CHECKBOXES):
+            assert box_width < 30, (path, width, box_width)
+            assert label_height <= control_height, (path, width, label_height)
     assert checked >= 10
