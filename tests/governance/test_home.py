@@ -57,6 +57,9 @@ def test_a_pi_sees_what_the_project_was_owed_and_delivered_this_week(client, per
     ) in section
     assert '<div class="big">100.00 %</div>' in section
     assert section.count("<li title=") == 7  # one bar per day of the week
+    # The numbers are in the bars' titles, which a phone cannot hover: a caption says what
+    # a bar is.
+    assert "Each day: delivered ÷ owed" in section
 
 
 def test_a_pi_short_of_what_was_owed_reads_delivered_of_owed(client, personas):
