@@ -26,21 +26,27 @@ FIELD_STYLES = """() => {
   const keys = ["borderTopColor", "borderTopWidth", "borderTopLeftRadius", "paddingLeft",
                 "fontFamily", "fontSize", "backgroundColor"];
   const look = (el) => { const s = getComputedStyle(el); return keys.map(k => s[k]).join(" | "); };
+  const edge = (s) => [s.borderTopColor, s.borderTopLeftRadius, s.fontFamily].join(" | ");
   const probe = document.createElement("select");
   document.body.appendChild(probe);
   const reference = look(probe);
+  const buttonReference = edge(getComputedStyle(probe));
   probe.remove();
   const skip = ["hidden", "checkbox", "radio", "submit", "button", "reset", "file", "image"];
   const fields = [...document.querySelectorAll("main input, main select, main textarea")]
     .filter(el => !skip.includes(el.type) && el.getClientRects().length > 0);
-  return {reference, fields: fields.map(el => [`${el.tagName.toLowerCase()}[${el.type}] ${el.name}`, look(el)])};
+  // A file field's button is drawn like the fields: the same border, corners and font.
+  const button = (el) => edge(getComputedStyle(el, "::file-selector-button"));
+  const files = [...document.querySelectorAll("main input[type=file]")].filter(el => el.getClientRects().length > 0);
+  return {reference, fields: fields.map(el => [`${el.tagName.toLowerCase()}[${el.type}] ${el.name}`, look(el)]),
+          buttonReference, files: files.map(el => [el.name, button(el)])};
 }"""
 
 
 @pytest.mark.parametrize("account", sorted(PAGES))
 def test_every_field_has_the_apps_look(page, live_server, world, account):
     sign_in(page, live_server, account, world.password)
-    seen = 0
+    seen = files = 0
     for path in PAGES[account]:
         if path == "tree":
             path = f"/clusters/{world.cluster.pk}/tree/"
@@ -49,8 +55,12 @@ def test_every_field_has_the_apps_look(page, live_server, world, account):
         found = page.evaluate(FIELD_STYLES)
         odd = [(name, style) for name, style in found["fields"] if style != found["reference"]]
         assert not odd, (path, found["reference"], odd)
+        odd_files = [(n, look) for n, look in found["files"] if look != found["buttonReference"]]
+        assert not odd_files, (path, found["buttonReference"], odd_files)
         seen += len(found["fields"])
+        files += len(found["files"])
     assert seen >= 3  # the pages have forms: the check looked at something
+    assert files >= 1  # the simulator's trace upload, the researcher's sweep file
 
 
 # Per filter bar (a row of fields and buttons above a table): for each line of it, the tops
