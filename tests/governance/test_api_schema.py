@@ -10,7 +10,8 @@ import yaml
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from drf_spectacular.generators import SchemaGenerator
-from rest_framework.test import APIClient
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.test import APIClient, APIRequestFactory
 
 from governance.api.schema_view import SchemaView
 
@@ -96,9 +97,6 @@ def schema_builds(monkeypatch):
 def test_the_schema_is_built_once_and_served_as_built(schema_builds):
     """The API docs page fetches the schema on every visit; it is built once per process,
     and what is kept is byte for byte what a fresh build serves, in each format."""
-    from drf_spectacular.views import SpectacularAPIView
-    from rest_framework.test import APIRequestFactory
-
     client = APIClient()
     fresh = SpectacularAPIView.as_view()  # drf-spectacular's own view builds every time
     for accept in ("application/json", "application/vnd.oai.openapi"):
