@@ -190,7 +190,7 @@ def explain(walk: Walk, first: list[str], rest: list[str]) -> None:
                  if (j := s._pending.get(wid)) is not None and j.seq == seq),
                 key=lambda j: j.key,
             )  # fmt: skip
-            explain_group(walk, jobs, group in guaranteed)
+            explain_group(walk, jobs)
             if lane == 1:
                 free_lane.extend(j.id for j in jobs)
             elif group in guaranteed:
@@ -202,15 +202,8 @@ def explain(walk: Walk, first: list[str], rest: list[str]) -> None:
     walk.result.order = served_first + served_next + free_lane
 
 
-# Said of a project whose group holds less than its guarantee: its charged work is offered
-# GPUs before the ranking's order, which is why it can stand first in the queue while the
-# window ranks it last.
-BELOW_GUARANTEE = "below its entitlement now, so its work is offered GPUs first"
-
-
-def explain_group(walk: Walk, jobs: list[Job], guaranteed: bool = False) -> None:
-    """The reasons of one group's pending workloads, ``jobs`` in the group's key order;
-    ``guaranteed``: the group holds less than its guarantee (it is served first)."""
+def explain_group(walk: Walk, jobs: list[Job]) -> None:
+    """The reasons of one group's pending workloads, ``jobs`` in the group's key order."""
     view = walk.view
     phrase: dict[str, str] = {}
     for position, job in enumerate(jobs):
@@ -220,13 +213,7 @@ def explain_group(walk: Walk, jobs: list[Job], guaranteed: bool = False) -> None
             walk.result.patient_until[job.id] = job.patient_until
         project = phrase.get(job.project)
         if project is None:
-            project = view.project_phrase(job.project)
-            if guaranteed:
-                # Part of the project's standing (both lanes' reasons begin with it), so
-                # the words change with one stored row when the project crosses its
-                # entitlement, not with every pending workload's reason.
-                project += f"; {BELOW_GUARANTEE}"
-            phrase[job.project] = project
+            project = phrase[job.project] = view.project_phrase(job.project)
             walk.result.project_phrases[job.project] = project
         if job.lane == 1:
             project += "; free lane (minimum runtime 0): runs on otherwise idle GPUs"

@@ -305,31 +305,6 @@ def test_every_pending_workload_gets_a_reason_and_the_order_is_fair_share_order(
     assert "free lane" in result.reasons["free"]
 
 
-def test_a_team_below_its_entitlement_is_told_why_it_stands_first_despite_the_window():
-    """a used most of the window (ranked last) but runs nothing now: below its entitlement,
-    its work is offered GPUs first. Its reason says both, so "rank 2 of 2" beside place 1
-    reads as the rule, not a contradiction; b's reason, above its entitlement, says neither."""
-    sched = scheduler(nodes(1), flat_tree(a=50, b=50))
-    sched.add_running(work("b-run", "b", 8, min_runtime=8 * HOUR), {"n0": 8}, 0.0)
-    sched.submit(work("b-next", "b", 1, submit=1.0))
-    sched.submit(work("a-next", "a", 1, submit=2.0))
-    result = sched.cycle(60.0, {"a": 1e6, "b": 10.0}, explain=True)
-    assert result.order == ["a-next", "b-next"]
-    assert result.reasons["a-next"].startswith(
-        "project used more than its share over the window (rank 2 of 2 in organization org); "
-        "below its entitlement now, so its work is offered GPUs first; "
-    )
-    assert "entitlement" not in result.reasons["b-next"]
-    assert result.reasons["b-next"].startswith(
-        "project used no more than its share over the window (rank 1 of 2 in organization org); "
-    )
-    # The words are the project's standing: stored once per project, not per workload.
-    assert result.project_phrases["a"] == (
-        "project used more than its share over the window (rank 2 of 2 in organization org); "
-        "below its entitlement now, so its work is offered GPUs first"
-    )
-
-
 def test_preemptions_per_cycle_are_capped_and_the_rest_follow_next_cycle():
     sched = scheduler(nodes(1), flat_tree(a=50, b=50), max_preemptions_per_cycle=2)
     for i in range(8):
