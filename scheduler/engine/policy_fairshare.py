@@ -107,12 +107,7 @@ class _FairShareView(PolicyView):
         tree, ranking = self.tree, self.ranking
         if not tree.is_budgeted(project):
             return "project has no budget share (runs after every budgeted project)"
-        leaf = tree.leaf_of[project]
-        parent_index = tree.nodes[leaf].parent
-        parent = tree.nodes[parent_index]
-        siblings = len(parent.children)
-        word = _LEVEL_WORDS[min(parent.depth, len(_LEVEL_WORDS) - 1)]
-        rank = f"rank {ranking.sibling_rank[leaf] + 1} of {siblings} in {word} {parent.name}"
+        rank = self._rank_phrase(tree.leaf_of[project])
         # The window only, in its own words: it once read "over budget", which a project
         # below its entitlement (served before the ranking, as the fair-share page says)
         # could read as the rule that held it back. What the project holds now is left out
@@ -124,6 +119,31 @@ class _FairShareView(PolicyView):
         total = ranking.total_usage
         above = "more than" if total > 0 and used / total > share else "no more than"
         return f"project used {above} its share over the window ({rank})"
+
+    def _rank_phrase(self, leaf: int) -> str:
+        """The leaf's rank among its siblings, then each ancestor's among its own, up to the
+        tree's top ("rank 4 of 4 in program vision; program vision ranks 1 of 3 in
+        organization acme").
+
+        A project's place in the queue follows its ancestors' ranks first (every project of
+        a program ranked first comes before any of the next): its own rank alone could stand
+        beside place 1 as "rank 4 of 4" with nothing to say why. Levels with one child say
+        nothing and are left out."""
+        nodes, sibling_rank = self.tree.nodes, self.ranking.sibling_rank
+        parts: list[str] = []
+        node = nodes[leaf]
+        while node.parent >= 0:
+            parent = nodes[node.parent]
+            siblings = len(parent.children)
+            word = _LEVEL_WORDS[min(parent.depth, len(_LEVEL_WORDS) - 1)]
+            where = f"{siblings} in {word} {parent.name}"
+            if not parts:
+                parts.append(f"rank {sibling_rank[node.index] + 1} of {where}")
+            elif siblings > 1:
+                own = _LEVEL_WORDS[min(node.depth, len(_LEVEL_WORDS) - 1)]
+                parts.append(f"{own} {node.name} ranks {sibling_rank[node.index] + 1} of {where}")
+            node = parent
+        return "; ".join(parts)
 
     def is_guaranteed(self, group: str) -> bool:
         return self.alloc.get(group, 0) < self.entitled.get(group, 0)

@@ -185,3 +185,39 @@ def test_a_gang_of_a_team_at_its_entitlement_is_told_no_nodes_are_cleared_for_it
         reason
     ), reason
     assert "needs more nodes than may be held at once (0, 0 % of healthy nodes)" in reason, reason
+
+
+def test_a_reason_names_the_rank_of_each_level_above_the_project():
+    # p1's projects used 400 of the window for half the cluster, p2's one project 1,000:
+    # p1 ranks first, so a1's work stands before b1's although a1 ranks last in p1. Said
+    # with a1's own rank alone ("rank 2 of 2"), its first place had nothing to explain it.
+    root = budget(
+        "root",
+        100,
+        budget("p1", 50, leaf("a1", 50), leaf("a2", 50)),
+        budget("p2", 50, leaf("b1", 100)),
+    )
+    sched = build_scheduler(build_nodes(2), root)
+    # Every project holds its entitlement (4, 4 and 8 of 16 GPUs): none is served first
+    # by the guarantee, so the window alone orders the queue.
+    for wid, project, gpus, node in (
+        ("a1-run", "a1", 4, "n0"),
+        ("a2-run", "a2", 4, "n0"),
+        ("b1-run", "b1", 8, "n1"),
+    ):
+        sched.add_running(
+            build_workload(wid, project, gpus, min_runtime=8 * HOUR), {node: gpus}, NOW
+        )
+    sched.submit(build_workload("b1-next", "b1", 4, submit=NOW - HOUR))
+    sched.submit(build_workload("a1-next", "a1", 4, submit=NOW))
+    result = sched.cycle(NOW, {"a1": 300.0, "a2": 100.0, "b1": 1000.0}, explain=True)
+    assert result.order == ["a1-next", "b1-next"]
+    assert (
+        "(rank 2 of 2 in program p1; program p1 ranks 1 of 2 in organization root)"
+        in result.reasons["a1-next"]
+    )
+    # A level with one child ranks nothing: b1 is told its program's rank only.
+    assert (
+        "(rank 1 of 1 in program p2; program p2 ranks 2 of 2 in organization root)"
+        in result.reasons["b1-next"]
+    )
