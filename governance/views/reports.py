@@ -98,6 +98,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         else [],
         "totals": _cells(report.totals) if report else None,
         "query": query,
+        "period": _period_shown(request, query),
         "errors": errors,
         "params": request.GET,
         "levels": LEVELS,
@@ -105,6 +106,17 @@ def usage(request: HttpRequest) -> HttpResponse:
         "querystring": request.GET.urlencode(),
     }
     return render(request, "reports/usage.html", context, status=400 if errors else 200)
+
+
+def _period_shown(request: HttpRequest, query: ReportQuery | None) -> str:
+    """Which period's fields the form shows: the query's, or when it was refused, what the
+    address asked for (read as the parser reads it), so the bad field stays in view."""
+    if query is not None:
+        return query.period
+    asked = request.GET.get("period", "").strip()
+    if asked in ("month", "range"):
+        return asked
+    return "range" if request.GET.get("start") or request.GET.get("end") else "month"
 
 
 def _download(request: HttpRequest, extension: str) -> HttpResponse:

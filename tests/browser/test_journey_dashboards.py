@@ -66,3 +66,20 @@ def test_manager_resplits_and_sees_the_dashboard_change_after_the_rollup(
     expect(detection_row(page).get_by_test_id("entitled")).to_have_text(shown)
     expect(detection_row(page).get_by_test_id("owed")).to_have_text(shown)
     assert expected > Decimal("9.6")
+
+
+def test_a_dashboards_custom_dates_show_and_are_sent_only_for_custom(
+    page, live_server, world_with_usage
+):
+    sign_in(page, live_server, "program_manager", world_with_usage.password)
+    page.goto(f"{live_server.url}/dashboards/delivery/")
+    start, end = page.locator("#id_start"), page.locator("#id_end")
+    expect(start).to_be_hidden()
+    page.locator("#id_period").select_option("custom")
+    expect(start).to_be_visible()
+    expect(end).to_be_visible()
+    # Another period is submitted at once, without the custom dates it does not use.
+    page.locator("#id_period").select_option("30d")
+    page.wait_for_url("**period=30d**")
+    assert "start=" not in page.url and "end=" not in page.url
+    expect(start).to_be_hidden()
