@@ -21,7 +21,8 @@ from django.db.models import Count, Q, Sum
 
 from governance.models import Cluster, Program, Project
 from governance.selectors.reports import report_period_of_month, usage_report
-from governance.selectors.usage import usage_by_tree_node, usage_timeseries
+from governance.selectors.usage import usage_by_tree_node
+from governance.selectors.usage_daily import DayDelivery, delivery_by_day
 
 WEEK_DAYS = 7
 # A node whose agent has not reported for this long needs a look before the scheduler downs it.
@@ -40,22 +41,6 @@ class QueueGlance:
 
 
 @dataclass
-class DeliveryDay:
-    """One UTC day of a node's week: delivered and owed GPU-hours."""
-
-    day: date
-    delivered_gpu_hours: Decimal
-    owed_gpu_hours: Decimal
-
-    @property
-    def ratio(self) -> Decimal | None:
-        """Delivered ÷ owed that day, capped at 1 (None when nothing was owed)."""
-        if not self.owed_gpu_hours:
-            return None
-        return min(Decimal(1), self.delivered_gpu_hours / self.owed_gpu_hours)
-
-
-@dataclass
 class DeliveryGlance:
     """One node the user answers for: owed and delivered over the last seven days."""
 
@@ -63,14 +48,26 @@ class DeliveryGlance:
     node: Program | Project
     owed_gpu_hours: Decimal
     delivered_gpu_hours: Decimal
+    owed_delivered_gpu_hours: Decimal
     delivery_ratio: Decimal | None
     hourly_delivery_ratio: Decimal | None
-    days: list[DeliveryDay] = field(default_factory=list)
+    days: list[DayDelivery] = field(default_factory=list)
 
     @property
     def above_owed_gpu_hours(self) -> Decimal:
-        """GPU-hours delivered beyond those owed (spare GPUs the node was lent), else 0."""
-        return max(Decimal(0), self.delivered_gpu_hours - self.owed_gpu_hours)
+        """GPU-hours delivered beyond the part of what was owed that was delivered: spare
+        GPUs the node's projects were lent, else 0.
+
+        Counted per project, as the delivery ratio is: in a program, one project's extra
+        hours do not make up for another's missing ones. Counted on the node's totals, a
+        program at 99.69 % read "all 13,106.4 owed, and 925 more" beside its ratio."""
+        return max(Decimal(0), self.delivered_gpu_hours - self.owed_delivered_gpu_hours)
+
+    @property
+    def all_owed_delivered(self) -> bool:
+        """Was all that was owed delivered, as the page rounds GPU-hours (one decimal)?"""
+        shown = Decimal("0.1")
+        return self.owed_delivered_gpu_hours.quantize(shown) >= self.owed_gpu_hours.quantize(shown)
 
 
 @dataclass
@@ -141,25 +138,16 @@ def home_delivery(*, vis, now: datetime) -> list[DeliveryGlance]:
         row = rows.get((kind, node.pk))
         if row is None:
             continue
-        points = usage_timeseries(
-            visibility=vis, cluster=None, start=start, end=end, node=node, bucket="day"
-        )
         glances.append(
             DeliveryGlance(
                 kind=kind,
                 node=node,
                 owed_gpu_hours=row.owed_gpu_hours,
                 delivered_gpu_hours=row.delivered_gpu_hours,
+                owed_delivered_gpu_hours=row.owed_delivered_gpu_hours,
                 delivery_ratio=row.delivery_ratio,
                 hourly_delivery_ratio=row.hourly_delivery_ratio,
-                days=[
-                    DeliveryDay(
-                        day=p.start.date(),
-                        delivered_gpu_hours=p.delivered_gpu_hours,
-                        owed_gpu_hours=p.owed_gpu_hours,
-                    )
-                    for p in points
-                ],
+                days=delivery_by_day(visibility=vis, node=node, start=start, end=end),
             )
         )
     return glances

@@ -94,6 +94,11 @@ class UsageRow:
     delivered_gpu_hours = charged_gpu_hours
 
     @property
+    def owed_delivered_gpu_hours(self) -> Decimal:
+        """The part of what was owed that was delivered (what the delivery ratio counts)."""
+        return _hours(self.owed_delivered_gpu_seconds)
+
+    @property
     def budgeted_gpu_hours(self) -> Decimal:
         return _hours(self.budgeted_gpu_seconds)
 

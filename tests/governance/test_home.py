@@ -59,7 +59,7 @@ def test_a_pi_sees_what_the_project_was_owed_and_delivered_this_week(client, per
     assert section.count("<li title=") == 7  # one bar per day of the week
     # The numbers are in the bars' titles, which a phone cannot hover: a caption says what
     # a bar is.
-    assert "Each day: delivered ÷ owed" in section
+    assert "Each day: the part of what was owed that was delivered" in section
 
 
 def test_a_pi_short_of_what_was_owed_reads_delivered_of_owed(client, personas):
@@ -81,6 +81,33 @@ def test_a_program_manager_sees_the_program(client, personas):
     section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
     # Vision = Detection (owed 15.2, delivered 16) + Segmentation (nothing).
     assert "Vision" in section and "GPU-hours delivered: all 15.2 owed, and 0.8 more" in section
+
+
+def test_a_program_with_one_project_short_does_not_read_all_owed(client, personas):
+    day = build_two_hours(personas)
+    # The day before, 10:00 and 11:00: Segmentation owed 10 GPU-hours, delivered 5;
+    # Detection owed 10, delivered 20 (10 of them on GPUs others did not need).
+    before = day - timedelta(hours=14)
+    hour_row(personas, personas.project_a2, before, entitled=36000, demand=36000,
+             budgeted=18000)  # fmt: skip
+    hour_row(personas, personas.project_a1, before + timedelta(hours=1), entitled=36000,
+             demand=36000, budgeted=36000, burst=36000)  # fmt: skip
+    html = home(client, personas.program_manager)
+    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    # The week: owed 15.2 + 10 + 10 = 35.2, delivered 16 + 5 + 20 = 41. Of what was owed,
+    # per project: Detection min(36, 25.2) + Segmentation min(5, 10) = 30.2, so 85.80 %.
+    # Summed over the program first, the card read "all 35.2 owed, and 5.8 more".
+    assert '<div class="big">85.80 %</div>' in section
+    assert (
+        '<div class="big">41</div><div class="muted small">GPU-hours delivered: 30.2 of the '
+        "35.2 owed, and 10.8 more on GPUs others did not need"
+    ) in section
+    # That day's bar: 10 + 5 of the 20 owed (75 %), not min(1, 25 / 20).
+    label = (
+        f"{before:%a} {before.day} {before:%b}: 15 of 20 GPU-h owed delivered (25 delivered in all)"
+    )
+    bar = section.split(f'<li title="{label}">', 1)[1].split("</li>", 1)[0]
+    assert 'style="height: 75%"' in bar
 
 
 def test_finance_sees_last_months_gpu_hours_and_cost_with_the_downloads(client, personas):
