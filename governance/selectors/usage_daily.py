@@ -2,10 +2,10 @@
 ratio counts a period: per project first.
 
 A day's delivered part of what was owed is Σ over the node's projects (on each cluster) of
-min(charged, owed) that day. Summed over the node first, one project's extra hours would cover another's
-missing ones, and a program's day could read "everything owed" while one of its projects
-was short (``usage`` defines the ratio; ``usage_timeseries`` gives the node's totals per
-bucket, for charts).
+min(charged, owed) that day. Summed over the node first, one project's extra hours would
+cover another's missing ones, and a program's day could read "everything owed" while one
+of its projects was short (``usage`` defines the ratio; ``usage_timeseries`` gives the
+node's totals per bucket, for charts).
 """
 
 from __future__ import annotations

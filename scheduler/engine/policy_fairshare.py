@@ -127,8 +127,8 @@ class _FairShareView(PolicyView):
 
         A project's place in the queue follows its ancestors' ranks first (every project of
         a program ranked first comes before any of the next): its own rank alone could stand
-        beside place 1 as "rank 4 of 4" with nothing to say why. Levels with one child say
-        nothing and are left out."""
+        beside place 1 as "rank 4 of 4" with nothing to say why. Above the project's own
+        level, a level with one child ranks nothing and is left out."""
         nodes, sibling_rank = self.tree.nodes, self.ranking.sibling_rank
         parts: list[str] = []
         node = nodes[leaf]
