@@ -26,6 +26,11 @@ def home(client, user) -> str:
     return response.content.decode()
 
 
+def delivery_card(client, user) -> str:
+    """The home page's first delivery card, as HTML."""
+    return home(client, user).split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+
+
 def submit(personas, name, user):
     return workload_submit(
         project=personas.project_a1, cluster=personas.cluster, name=name, gpus=2,
@@ -47,8 +52,7 @@ def test_a_researcher_sees_the_queue_of_the_project_and_how_to_submit(client, pe
 
 def test_a_pi_sees_what_the_project_was_owed_and_delivered_this_week(client, personas):
     build_two_hours(personas)
-    html = home(client, personas.pi)
-    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    section = delivery_card(client, personas.pi)
     assert "Detection" in section
     # More was delivered than owed: the card says so rather than "16 of 15.2".
     assert (
@@ -67,8 +71,7 @@ def test_a_pi_short_of_what_was_owed_reads_delivered_of_owed(client, personas):
     hour = timezone.now().astimezone(UTC).replace(hour=10, minute=0, second=0, microsecond=0)
     hour_row(personas, personas.project_a1, hour - timedelta(days=1), entitled=36000,
              demand=36000, budgeted=18000)  # fmt: skip
-    html = home(client, personas.pi)
-    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    section = delivery_card(client, personas.pi)
     assert '<div class="big">5</div><div class="muted small">GPU-hours delivered of 10 owed' in (
         section
     )
@@ -77,8 +80,7 @@ def test_a_pi_short_of_what_was_owed_reads_delivered_of_owed(client, personas):
 
 def test_a_program_manager_sees_the_program(client, personas):
     build_two_hours(personas)
-    html = home(client, personas.program_manager)
-    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    section = delivery_card(client, personas.program_manager)
     # Vision = Detection (owed 15.2, delivered 16) + Segmentation (nothing).
     assert "Vision" in section and "GPU-hours delivered: all 15.2 owed, and 0.8 more" in section
 
@@ -92,8 +94,7 @@ def test_a_program_with_one_project_short_does_not_read_all_owed(client, persona
              budgeted=18000)  # fmt: skip
     hour_row(personas, personas.project_a1, before + timedelta(hours=1), entitled=36000,
              demand=36000, budgeted=36000, burst=36000)  # fmt: skip
-    html = home(client, personas.program_manager)
-    section = html.split('data-testid="home-delivery"', 1)[1].split("</section>", 1)[0]
+    section = delivery_card(client, personas.program_manager)
     # The week: owed 15.2 + 10 + 10 = 35.2, delivered 16 + 5 + 20 = 41. Of what was owed,
     # per project: Detection min(36, 25.2) + Segmentation min(5, 10) = 30.2, so 85.80 %.
     # Summed over the program first, the card read "all 35.2 owed, and 5.8 more".
