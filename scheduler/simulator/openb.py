@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.simulator.traces import Trace, TraceError, TraceJob, parse_time
+from scheduler.simulator.traces import Trace, TraceError, TraceJob, _number, parse_time
 
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time")
 
@@ -53,6 +53,16 @@ def team_of(name: str, teams: int) -> str:
     return f"team{teams}"
 
 
+def _whole(row: dict, name: str) -> int:
+    """The whole number ≥ 0 in column ``name`` (the trace's parser for numbers), or
+    ValueError naming the column."""
+    text = row.get(name) or ""
+    value = _number(text, name)
+    if value != int(value) or value < 0:
+        raise ValueError(f"{name} must be a whole number ≥ 0, found {text.strip()!r}")
+    return int(value)
+
+
 def openb_trace(lines: Iterable[str], *, teams: int = 8, source: str = "openb") -> Converted:
     """Read an openb pod list (CSV text) into a ``Trace`` by the module's rules.
 
@@ -68,25 +78,25 @@ def openb_trace(lines: Iterable[str], *, teams: int = 8, source: str = "openb") 
     for row in reader:
         line = reader.line_num
         try:
-            gpus = int(row["num_gpu"])
-            if gpus < 0:
-                raise ValueError(f"num_gpu is negative ({gpus})")
+            name = (row.get("name") or "").strip()
+            if not name:
+                raise ValueError("name is empty")
+            gpus = _whole(row, "num_gpu")
             if gpus == 0:
                 cpu_only += 1
                 continue
-            if not row["scheduled_time"].strip():
+            if not (row.get("scheduled_time") or "").strip():
                 never_scheduled += 1
                 continue
-            created = parse_time(row["creation_time"], "creation_time")
+            created = parse_time(row.get("creation_time") or "", "creation_time")
             started = parse_time(row["scheduled_time"], "scheduled_time")
-            ended = parse_time(row["deletion_time"], "deletion_time")
+            ended = parse_time(row.get("deletion_time") or "", "deletion_time")
             if ended < started:
                 raise ValueError("deletion_time is before scheduled_time")
-            if int(row["gpu_milli"] or 1000) < 1000:
+            if (row.get("gpu_milli") or "").strip() and _whole(row, "gpu_milli") < 1000:
                 shared += 1
         except ValueError as exc:
             raise TraceError(str(exc), line=line, source=source) from None
-        name = row["name"].strip()
         job = TraceJob(name, created, ended - started, gpus, team_of(name, teams), line=line)
         jobs.append(job)
     jobs.sort(key=lambda j: (j.submit_time, j.line))

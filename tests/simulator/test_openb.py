@@ -50,7 +50,11 @@ def test_teams_are_dealt_by_name_with_zipf_parts():
 @pytest.mark.parametrize(
     ("row", "words"),
     [
-        ("pod-x,1,1,-1,0,,BE,Running,1,2,1", "num_gpu is negative"),
+        ("pod-x,1,1,-1,0,,BE,Running,1,2,1", "num_gpu must be a whole number"),
+        ("pod-x,1,1,two,0,,BE,Running,1,2,1", "num_gpu is not a number"),
+        ("pod-x,1,1,1,half,,BE,Running,1,2,1", "gpu_milli is not a number"),
+        ("pod-x,1,1,1,1000,,BE,Running,,2,1", "creation_time is empty"),
+        (",1,1,1,1000,,BE,Running,1,2,1", "name is empty"),
         ("pod-x,1,1,1,1000,,BE,Running,1,2,five", "scheduled_time"),
         ("pod-x,1,1,1,1000,,BE,Running,1,2,5", "deletion_time is before scheduled_time"),
     ],
