@@ -56,6 +56,16 @@ def _positive_int(value: str, field: str, what: str) -> int:
     return number
 
 
+def report_period_asked(params) -> str | None:
+    """Which period the parameters ask for: ``period`` (month or range), else a range when
+    ``start`` or ``end`` is given and a month otherwise; None for a ``period`` that is
+    neither. The page's form shows that period's fields, also when the rest is refused."""
+    period = (params.get("period") or "").strip()
+    if period:
+        return period if period in ("month", "range") else None
+    return "range" if params.get("start") or params.get("end") else "month"
+
+
 def report_query_parse(
     *, params, visibility, now: datetime | None = None, default_month: str = "previous"
 ) -> ReportQuery:
@@ -69,17 +79,15 @@ def report_query_parse(
     on ``cluster``, hidden or missing alike). ``program``: an id; the caller resolves it
     through the visibility selector (a 404 when hidden).
     """
-    period = (params.get("period") or "").strip()
-    if period and period not in ("month", "range"):
+    period = report_period_asked(params)
+    if period is None:
         raise ValidationError({"period": ["Must be month or range."]})
     start_text, end_text = params.get("start") or "", params.get("end") or ""
     month_text = params.get("month") or ""
-    use_range = period == "range" or (not period and (start_text or end_text))
-    if use_range:
+    if period == "range":
         start = _date(start_text, "start") if start_text else None
         end = _date(end_text, "end") if end_text else None
         report_validate_period(start=start, end=end)
-        period = "range"
     else:
         if month_text:
             month = _month(month_text)
@@ -88,7 +96,6 @@ def report_query_parse(
         else:
             month = previous_month(now or timezone.now())
         start, end = report_period_of_month(month)
-        period = "month"
     level = (params.get("level") or "project").strip()
     if level not in LEVELS:
         raise ValidationError(

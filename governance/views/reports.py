@@ -20,7 +20,12 @@ from django.views.decorators.http import require_safe
 
 from governance.reports.columns import report_filename
 from governance.reports.csv_writer import report_csv
-from governance.reports.query import ReportQuery, report_for_query, report_query_parse
+from governance.reports.query import (
+    ReportQuery,
+    report_for_query,
+    report_period_asked,
+    report_query_parse,
+)
 from governance.reports.xlsx_writer import report_xlsx
 from governance.selectors.reports import LEVELS, UsageReport
 from governance.views.common import visibility_of
@@ -110,13 +115,10 @@ def usage(request: HttpRequest) -> HttpResponse:
 
 def _period_shown(request: HttpRequest, query: ReportQuery | None) -> str:
     """Which period's fields the form shows: the query's, or when it was refused, what the
-    address asked for (read as the parser reads it), so the bad field stays in view."""
+    address asked for, so the bad field stays in view."""
     if query is not None:
         return query.period
-    asked = request.GET.get("period", "").strip()
-    if asked in ("month", "range"):
-        return asked
-    return "range" if request.GET.get("start") or request.GET.get("end") else "month"
+    return report_period_asked(request.GET) or "month"
 
 
 def _download(request: HttpRequest, extension: str) -> HttpResponse:

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.simulator.traces import Trace, TraceError, TraceJob, _number, parse_time
+from scheduler.simulator.traces import Trace, TraceError, TraceJob, parse_number, parse_time
 
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time")
 
@@ -57,7 +57,7 @@ def _whole(row: dict, name: str) -> int:
     """The whole number ≥ 0 in column ``name`` (the trace's parser for numbers), or
     ValueError naming the column."""
     text = row.get(name) or ""
-    value = _number(text, name)
+    value = parse_number(text, name)
     if value != int(value) or value < 0:
         raise ValueError(f"{name} must be a whole number ≥ 0, found {text.strip()!r}")
     return int(value)

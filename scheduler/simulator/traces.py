@@ -217,7 +217,7 @@ def _required(text: str, name: str) -> str:
     return value
 
 
-def _number(text: str, name: str) -> float:
+def parse_number(text: str, name: str) -> float:
     """A finite float, or ValueError naming the field."""
     text = _required(text, name)
     try:
@@ -230,14 +230,14 @@ def _number(text: str, name: str) -> float:
 
 
 def _duration(text: str, name: str) -> float:
-    value = _number(text, name)
+    value = parse_number(text, name)
     if value < 0:
         raise ValueError(f"{name} is negative ({text.strip()})")
     return value
 
 
 def _gpus(text: str, name: str) -> int:
-    value = _number(text, name)
+    value = parse_number(text, name)
     if value != int(value) or value < 1:
         raise ValueError(f"{name} must be a whole number of GPUs ≥ 1, found {text.strip()!r}")
     return int(value)
@@ -284,7 +284,7 @@ def _optional_fraction(text: str, name: str) -> float | None:
     """A number from 0 to 1, or None when empty; ValueError naming the field otherwise."""
     if not text.strip():
         return None
-    value = _number(text, name)
+    value = parse_number(text, name)
     if not 0.0 <= value <= 1.0:
         raise ValueError(
             f"{name} must be a fraction from 0 to 1 (or empty), found {text.strip()!r}"
